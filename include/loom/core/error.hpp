@@ -1,0 +1,51 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// Exceptions and checks: every failure carries what failed, where (file:line) and a readable message.
+#pragma once
+
+#include <source_location>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace loom {
+
+/// Base of every exception loom throws. `what()` is complete on its own: "<message> (at file:line)".
+class error : public std::runtime_error {
+ public:
+  explicit error(const std::string& message) : std::runtime_error(message) {}
+};
+
+/// A caller broke a precondition: wrong shapes, bad arguments, mismatched devices.
+class invalid_argument : public error {
+ public:
+  using error::error;
+};
+
+/// A CUDA runtime/driver, cuBLAS(Lt), CUB or NCCL call failed. `call()` is the failing expression.
+class cuda_error : public error {
+ public:
+  cuda_error(std::string call, const std::string& message, std::source_location where)
+      : error(message + " in `" + call + "` (at " + where.file_name() + ":" + std::to_string(where.line()) + ")"),
+        call_(std::move(call)) {}
+  const std::string& call() const noexcept { return call_; }
+
+ private:
+  std::string call_;
+};
+
+namespace detail {
+[[noreturn]] inline void throw_invalid(std::string_view condition, const std::string& message,
+                                       std::source_location where) {
+  throw invalid_argument(message + " [check `" + std::string(condition) + "` failed at " + where.file_name() + ":" +
+                         std::to_string(where.line()) + "]");
+}
+}  // namespace detail
+
+}  // namespace loom
+
+/// Throws loom::invalid_argument with `message` (a std::string expression) when `cond` is false.
+#define LOOM_CHECK(cond, message)                                                          \
+  do {                                                                                     \
+    if (!(cond)) ::loom::detail::throw_invalid(#cond, (message), std::source_location::current()); \
+  } while (0)
