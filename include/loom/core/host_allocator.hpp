@@ -1,0 +1,32 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// Host allocation: 64-byte aligned (a cache line, and enough for AVX-512 loads), counted in memory statistics.
+#pragma once
+
+#include <cstdlib>
+#include <new>
+#include <string>
+
+#include "memory_stats.hpp"
+
+namespace loom {
+
+inline constexpr std::size_t host_alignment = 64;
+
+/// Allocates `bytes` of 64-byte aligned host memory. Throws std::bad_alloc when the system has none left.
+inline void* host_allocate(std::size_t bytes) {
+  const std::size_t rounded = (bytes + host_alignment - 1) / host_alignment * host_alignment;
+  if (rounded == 0) return nullptr;
+  void* p = std::aligned_alloc(host_alignment, rounded);
+  if (!p) throw std::bad_alloc();
+  detail::record_alloc(-1, bytes);
+  return p;
+}
+
+inline void host_free(void* p, std::size_t bytes) noexcept {
+  if (!p) return;
+  std::free(p);
+  detail::record_free(-1, bytes);
+}
+
+}  // namespace loom
