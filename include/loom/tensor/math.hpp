@@ -1,0 +1,77 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// Elementwise operations as function objects, callable on host and device; each names its math once.
+#pragma once
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "../config.hpp"
+
+namespace loom::op {
+
+// One overload set per function: CUDA's single-precision intrinsics on the device, <cmath> on the host.
+#if defined(__CUDA_ARCH__)
+#define LOOM_MATH1(name, f32, f64)                                                     \
+  LOOM_HOST_DEVICE LOOM_FORCEINLINE float name##_(float x) { return ::f32(x); }      \
+  LOOM_HOST_DEVICE LOOM_FORCEINLINE double name##_(double x) { return ::f64(x); }
+#else
+#define LOOM_MATH1(name, f32, f64)                                                     \
+  LOOM_HOST_DEVICE LOOM_FORCEINLINE float name##_(float x) { return std::f64(x); }   \
+  LOOM_HOST_DEVICE LOOM_FORCEINLINE double name##_(double x) { return std::f64(x); }
+#endif
+LOOM_MATH1(exp, expf, exp)
+LOOM_MATH1(log, logf, log)
+LOOM_MATH1(tanh, tanhf, tanh)
+LOOM_MATH1(erf, erff, erf)
+LOOM_MATH1(sqrt, sqrtf, sqrt)
+LOOM_MATH1(abs, fabsf, fabs)
+#undef LOOM_MATH1
+
+#if defined(__CUDA_ARCH__)
+LOOM_HOST_DEVICE LOOM_FORCEINLINE float rsqrt_(float x) { return ::rsqrtf(x); }
+LOOM_HOST_DEVICE LOOM_FORCEINLINE double rsqrt_(double x) { return ::rsqrt(x); }
+#else
+LOOM_HOST_DEVICE LOOM_FORCEINLINE float rsqrt_(float x) { return 1.0f / std::sqrt(x); }
+LOOM_HOST_DEVICE LOOM_FORCEINLINE double rsqrt_(double x) { return 1.0 / std::sqrt(x); }
+#endif
+struct neg { template <class T> LOOM_HOST_DEVICE T operator()(T x) const { return -x; } };
+struct exp { template <class T> LOOM_HOST_DEVICE T operator()(T x) const { return exp_(x); } };
+struct log { template <class T> LOOM_HOST_DEVICE T operator()(T x) const { return log_(x); } };
+struct tanh { template <class T> LOOM_HOST_DEVICE T operator()(T x) const { return tanh_(x); } };
+struct erf { template <class T> LOOM_HOST_DEVICE T operator()(T x) const { return erf_(x); } };
+struct sqrt { template <class T> LOOM_HOST_DEVICE T operator()(T x) const { return sqrt_(x); } };
+struct rsqrt { template <class T> LOOM_HOST_DEVICE T operator()(T x) const { return rsqrt_(x); } };
+struct abs { template <class T> LOOM_HOST_DEVICE T operator()(T x) const { return abs_(x); } };
+/// GELU, erf form (as BERT and torch.nn.GELU() use): x * Phi(x).
+struct gelu {
+  template <class T> LOOM_HOST_DEVICE T operator()(T x) const {
+    return T(0.5) * x * (T(1) + erf_(x * T(0.70710678118654752440)));
+  }
+};
+
+struct plus { template <class T> LOOM_HOST_DEVICE T operator()(T a, T b) const { return a + b; } };
+struct minus { template <class T> LOOM_HOST_DEVICE T operator()(T a, T b) const { return a - b; } };
+struct multiplies { template <class T> LOOM_HOST_DEVICE T operator()(T a, T b) const { return a * b; } };
+struct divides { template <class T> LOOM_HOST_DEVICE T operator()(T a, T b) const { return a / b; } };
+/// max/min propagate NaN (as torch.maximum/minimum do), so a NaN is never silently dropped.
+struct maximum {
+  template <class T> LOOM_HOST_DEVICE T operator()(T a, T b) const { return (a != a || a > b) ? a : b; }
+};
+struct minimum {
+  template <class T> LOOM_HOST_DEVICE T operator()(T a, T b) const { return (a != a || a < b) ? a : b; }
+};
+struct less { template <class T> LOOM_HOST_DEVICE bool operator()(T a, T b) const { return a < b; } };
+struct less_equal { template <class T> LOOM_HOST_DEVICE bool operator()(T a, T b) const { return a <= b; } };
+struct greater { template <class T> LOOM_HOST_DEVICE bool operator()(T a, T b) const { return a > b; } };
+struct greater_equal { template <class T> LOOM_HOST_DEVICE bool operator()(T a, T b) const { return a >= b; } };
+struct equal_to { template <class T> LOOM_HOST_DEVICE bool operator()(T a, T b) const { return a == b; } };
+struct not_equal_to { template <class T> LOOM_HOST_DEVICE bool operator()(T a, T b) const { return a != b; } };
+
+/// Whether an op yields bool (a comparison) rather than its operands' type.
+template <class Op> inline constexpr bool is_comparison =
+    std::is_same_v<Op, less> || std::is_same_v<Op, less_equal> || std::is_same_v<Op, greater> ||
+    std::is_same_v<Op, greater_equal> || std::is_same_v<Op, equal_to> || std::is_same_v<Op, not_equal_to>;
+
+}  // namespace loom::op

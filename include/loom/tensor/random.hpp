@@ -1,0 +1,65 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// Counter-based random numbers (Philox4x32-10): element i of a stream depends only on (seed, offset, i), so the
+// same seed gives the same numbers on the host and on CUDA, for any launch shape or split of the work.
+#pragma once
+
+#include <cstdint>
+
+#include "../config.hpp"
+#include "math.hpp"
+
+namespace loom {
+
+namespace detail {
+
+LOOM_HOST_DEVICE LOOM_FORCEINLINE void mulhilo32(std::uint32_t a, std::uint32_t b, std::uint32_t& hi,
+                                                 std::uint32_t& lo) {
+  const std::uint64_t p = static_cast<std::uint64_t>(a) * b;
+  hi = static_cast<std::uint32_t>(p >> 32);
+  lo = static_cast<std::uint32_t>(p);
+}
+
+}  // namespace detail
+
+/// Four 32-bit words of Philox4x32 with 10 rounds (Salmon et al., SC'11; the generator behind curand's Philox).
+struct philox_words {
+  std::uint32_t w[4];
+};
+
+LOOM_HOST_DEVICE inline philox_words philox4x32_10(std::uint64_t counter_lo, std::uint64_t counter_hi,
+                                                   std::uint64_t key) {
+  std::uint32_t c0 = static_cast<std::uint32_t>(counter_lo), c1 = static_cast<std::uint32_t>(counter_lo >> 32);
+  std::uint32_t c2 = static_cast<std::uint32_t>(counter_hi), c3 = static_cast<std::uint32_t>(counter_hi >> 32);
+  std::uint32_t k0 = static_cast<std::uint32_t>(key), k1 = static_cast<std::uint32_t>(key >> 32);
+  for (int round = 0; round < 10; ++round) {
+    std::uint32_t hi0, lo0, hi1, lo1;
+    detail::mulhilo32(0xD2511F53u, c0, hi0, lo0);
+    detail::mulhilo32(0xCD9E8D57u, c2, hi1, lo1);
+    const std::uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+    c0 = n0;
+    c1 = lo1;
+    c2 = n2;
+    c3 = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return {{c0, c1, c2, c3}};
+}
+
+/// Uniform in [0, 1) with 24 random bits: exactly representable in float, so host and CUDA agree bit for bit.
+LOOM_HOST_DEVICE inline float uniform01(std::uint64_t seed, std::uint64_t offset, std::uint64_t i) {
+  const philox_words r = philox4x32_10(i, offset, seed);
+  return static_cast<float>(r.w[0] >> 8) * (1.0f / 16777216.0f);
+}
+
+/// Standard normal by Box-Muller, computed in double and then rounded, so host and CUDA libm differences
+/// (an ulp of double at most) essentially never change the float result.
+LOOM_HOST_DEVICE inline double normal01(std::uint64_t seed, std::uint64_t offset, std::uint64_t i) {
+  const philox_words r = philox4x32_10(i, offset, seed);
+  const double u1 = (static_cast<double>(r.w[0]) + 1.0) * (1.0 / 4294967296.0);  // (0, 1]: log is finite
+  const double u2 = static_cast<double>(r.w[1]) * (1.0 / 4294967296.0);
+  return op::sqrt_(-2.0 * op::log_(u1)) * ::cos(6.283185307179586476925 * u2);
+}
+
+}  // namespace loom
