@@ -7,3 +7,10 @@
 #else
 #include <catch2/catch.hpp>
 #endif
+
+// Substring matcher: Contains in v2, ContainsSubstring in v3.
+#if LOOM_CATCH2_MAJOR >= 3
+#define LOOM_CONTAINS(s) Catch::Matchers::ContainsSubstring(s)
+#else
+#define LOOM_CONTAINS(s) Catch::Matchers::Contains(s)
+#endif

@@ -1,0 +1,546 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// loom::matmul against an fp64 reference on random inputs. Host build here; tests/gpu/gemm_test.cu includes this
+// file with LOOM_GEMM_TEST_CUDA defined and runs the same checks on the CUDA backend.
+#include <cmath>
+#include <array>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include <loom/kernels/gemm.hpp>
+
+#include "catch.hpp"
+
+namespace {
+
+using loom::bf16;
+using loom::f16;
+using loom::gemm_epilogue;
+using loom::gemm_options;
+using loom::host;
+using loom::index_t;
+using loom::tensor;
+
+#if defined(LOOM_GEMM_TEST_CUDA)
+using device = loom::cuda;
+using gemm_types = std::tuple<float, bf16, f16>;
+constexpr bool on_cuda = true;
+#else
+using device = loom::host;
+using gemm_types = std::tuple<double, float, bf16, f16>;
+constexpr bool on_cuda = false;
+#endif
+
+// ---- host <-> device copies of contiguous tensors -------------------------------------------------------------
+template <class T>
+tensor<T, device> to_device(const tensor<T, host>& h) {
+  LOOM_CHECK(h.is_contiguous(), "to_device: contiguous tensors only");  // not REQUIRE: also used off the main thread
+  tensor<T, device> d(h.extents());
+  const std::size_t bytes = static_cast<std::size_t>(h.numel()) * sizeof(T);
+#if defined(LOOM_GEMM_TEST_CUDA)
+  LOOM_CUDA_CHECK(cudaMemcpyAsync(d.data(), h.data(), bytes, cudaMemcpyHostToDevice, loom::current_stream()));
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(loom::current_stream()));
+#else
+  if (bytes) std::memcpy(d.data(), h.data(), bytes);
+#endif
+  return d;
+}
+
+template <class T>
+tensor<T, host> to_host(const tensor<T, device>& d) {
+  LOOM_CHECK(d.is_contiguous(), "to_host: contiguous tensors only");
+  tensor<T, host> h(d.extents());
+  const std::size_t bytes = static_cast<std::size_t>(d.numel()) * sizeof(T);
+#if defined(LOOM_GEMM_TEST_CUDA)
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(loom::current_stream()));
+  LOOM_CUDA_CHECK(cudaMemcpy(h.data(), d.data(), bytes, cudaMemcpyDeviceToHost));
+#else
+  if (bytes) std::memcpy(h.data(), d.data(), bytes);
+#endif
+  return h;
+}
+
+// ---- random data (never zeros) and the fp64 reference -----------------------------------------------------------
+template <class T>
+tensor<T, host> random_tensor(const loom::shape& s, std::mt19937& rng) {
+  tensor<T, host> t(s);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (index_t i = 0; i < t.numel(); ++i) {
+    double v = u(rng);
+    if (std::abs(v) < 1e-3) v = 0.5;  // keep every entry clearly non-zero
+    t.data()[i] = loom::convert<T>(v);
+  }
+  return t;
+}
+
+template <class T>
+double value(const tensor<T, host>& t, index_t b, index_t i, index_t j) {
+  const auto& st = t.strides();
+  index_t off = i * st[t.rank() - 2] + j * st[t.rank() - 1];
+  if (t.rank() == 3 && t.extent(0) > 1) off += b * st[0];
+  return static_cast<double>(loom::convert<double>(t.data()[off]));
+}
+
+// ref[b][i][j] = epilogue(alpha * sum_p op(a)[i][p] op(b)[p][j] + beta * c0[i][j] + bias[j]), in fp64.
+template <class T>
+std::vector<double> reference(const tensor<T, host>& a, const tensor<T, host>& b, const tensor<T, host>& c0,
+                              const gemm_options& o, const T* bias) {
+  const index_t batch = c0.rank() == 3 ? c0.extent(0) : 1, m = c0.extent(-2), n = c0.extent(-1);
+  const index_t k = o.transpose_a ? a.extent(-2) : a.extent(-1);
+  std::vector<double> ref(static_cast<std::size_t>(batch * m * n));
+  std::vector<double> arow(static_cast<std::size_t>(k)), bcol(static_cast<std::size_t>(k * n));
+  for (index_t bt = 0; bt < batch; ++bt) {
+    for (index_t p = 0; p < k; ++p)
+      for (index_t j = 0; j < n; ++j) bcol[j * k + p] = o.transpose_b ? value(b, bt, j, p) : value(b, bt, p, j);
+    for (index_t i = 0; i < m; ++i) {
+      for (index_t p = 0; p < k; ++p) arow[p] = o.transpose_a ? value(a, bt, p, i) : value(a, bt, i, p);
+      for (index_t j = 0; j < n; ++j) {
+        double s = 0;
+        const double* bc = &bcol[j * k];
+        for (index_t p = 0; p < k; ++p) s += arow[p] * bc[p];
+        double v = o.alpha * s;
+        if (o.beta != 0.0) v += o.beta * value(c0, bt, i, j);
+        if (o.epilogue != gemm_epilogue::none) v += static_cast<double>(loom::convert<double>(bias[j]));
+        if (o.epilogue == gemm_epilogue::bias_gelu) v = loom::detail::gelu_erf(v);
+        if (o.epilogue == gemm_epilogue::bias_gelu_tanh) v = loom::detail::gelu_tanh(v);
+        ref[(bt * m + i) * n + j] = v;
+      }
+    }
+  }
+  return ref;
+}
+
+// ---- tolerances (relative Frobenius error ||out - ref|| / ||ref||) ----------------------------------------------
+template <class T>
+double tolerance(bool tf32) {
+  if constexpr (std::is_same_v<T, double>) return 1e-12;
+  else if constexpr (std::is_same_v<T, float>) return (on_cuda && tf32) ? 2e-3 : 1e-5;
+  else if constexpr (std::is_same_v<T, bf16>) return 1e-2;
+  else return 1e-3;
+}
+
+template <class T>
+std::string type_name(bool tf32 = false) {
+  if constexpr (std::is_same_v<T, double>) return "f64";
+  else if constexpr (std::is_same_v<T, float>) return tf32 ? "tf32" : "f32";
+  else if constexpr (std::is_same_v<T, bf16>) return "bf16";
+  else return "f16";
+}
+
+// Worst error seen per type, printed when the program ends (the numbers behind the tolerances above).
+struct error_log {
+  std::mutex mu;
+  std::map<std::string, std::pair<double, int>> worst;  // type -> (max error, checks)
+  void add(const std::string& type, double e) {
+    std::lock_guard lock(mu);
+    auto& w = worst[type];
+    w.first = std::max(w.first, e);
+    ++w.second;
+  }
+  ~error_log() {
+    for (const auto& [type, w] : worst)
+      std::printf("gemm %s %-5s worst relative error %.3e over %d checks\n", on_cuda ? "cuda" : "host", type.c_str(),
+                  w.first, w.second);
+  }
+};
+error_log& errors() {
+  static error_log log;
+  return log;
+}
+
+// ---- one case: layouts of each operand, the options, the check ---------------------------------------------------
+enum class layout { contiguous, padded, transposed };  // padded: a column slice of a wider tensor (ld > cols)
+
+struct gemm_case {
+  index_t batch = 0;  // 0: plain matrices
+  index_t m = 1, k = 1, n = 1;
+  gemm_options opts{};
+  bool a_batched = true, b_batched = true;  // false: a rank-2 operand shared by the whole batch
+  layout la = layout::contiguous, lb = layout::contiguous, lc = layout::contiguous;
+  std::string str() const {
+    return "batch=" + std::to_string(batch) + " m=" + std::to_string(m) + " k=" + std::to_string(k) +
+           " n=" + std::to_string(n) + " ta=" + std::to_string(opts.transpose_a) +
+           " tb=" + std::to_string(opts.transpose_b) + " alpha=" + std::to_string(opts.alpha) +
+           " beta=" + std::to_string(opts.beta) + " epilogue=" + std::to_string(static_cast<int>(opts.epilogue)) +
+           " layouts=" + std::to_string(static_cast<int>(la)) + std::to_string(static_cast<int>(lb)) +
+           std::to_string(static_cast<int>(lc));
+  }
+};
+
+// The stored base of an operand whose logical shape is [batch?, r, c], and the view of it matmul receives.
+loom::shape base_shape(index_t batch, index_t r, index_t c, layout l) {
+  loom::shape s;
+  if (batch > 0) s.push_back(batch);
+  if (l == layout::transposed) std::swap(r, c);
+  s.push_back(r);
+  s.push_back(l == layout::padded ? c + 3 : c);
+  return s;
+}
+template <class Tensor>
+Tensor view_of(const Tensor& base, index_t c, layout l) {
+  if (l == layout::transposed) return base.transpose(-2, -1);
+  if (l == layout::padded) return base.slice(-1, 0, c);
+  return base;
+}
+
+template <class T>
+double run_case(const gemm_case& gc, std::uint32_t seed) {
+  INFO(type_name<T>() << " " << gc.str());
+  std::mt19937 rng(seed);
+  const gemm_options& o = gc.opts;
+  const index_t ar = o.transpose_a ? gc.k : gc.m, ac = o.transpose_a ? gc.m : gc.k;
+  const index_t br = o.transpose_b ? gc.n : gc.k, bc = o.transpose_b ? gc.k : gc.n;
+  const auto ha_base = random_tensor<T>(base_shape(gc.a_batched ? gc.batch : 0, ar, ac, gc.la), rng);
+  const auto hb_base = random_tensor<T>(base_shape(gc.b_batched ? gc.batch : 0, br, bc, gc.lb), rng);
+  const auto hc_base = random_tensor<T>(base_shape(gc.batch, gc.m, gc.n, gc.lc), rng);
+  const auto hbias = random_tensor<T>({gc.n}, rng);
+  const auto ha = view_of(ha_base, ac, gc.la), hb = view_of(hb_base, bc, gc.lb);
+  const auto hc0 = view_of(hc_base, gc.n, gc.lc);
+  const bool with_bias = o.epilogue != gemm_epilogue::none;
+  const std::vector<double> ref = reference(ha, hb, hc0, o, with_bias ? hbias.data() : nullptr);
+
+  // beta == 0: c is write-only, so poison it: NaN survives in any element matmul failed to write (or read).
+  auto hc_in = to_host(to_device(hc_base));  // a copy
+  const auto hc_in_view = view_of(hc_in, gc.n, gc.lc);
+  const index_t batch = std::max<index_t>(gc.batch, 1);
+  if (o.beta == 0.0)
+    for (index_t bt = 0; bt < batch; ++bt)
+      for (index_t i = 0; i < gc.m; ++i)
+        for (index_t j = 0; j < gc.n; ++j) {
+          const auto& st = hc_in_view.strides();
+          index_t off = i * st[hc_in_view.rank() - 2] + j * st[hc_in_view.rank() - 1];
+          if (gc.batch > 0) off += bt * st[0];
+          hc_in_view.data()[off] = loom::convert<T>(std::numeric_limits<float>::quiet_NaN());
+        }
+
+  const auto da_base = to_device(ha_base), db_base = to_device(hb_base), dc_base = to_device(hc_in);
+  const auto dbias = to_device(hbias);
+  loom::matmul(view_of(da_base, ac, gc.la), view_of(db_base, bc, gc.lb), view_of(dc_base, gc.n, gc.lc), o,
+               with_bias ? dbias.data() : nullptr);
+  const auto out_base = to_host(dc_base);
+  const auto out = view_of(out_base, gc.n, gc.lc);
+
+  double num = 0, den = 0;
+  bool finite = true;
+  for (index_t bt = 0; bt < batch; ++bt)
+    for (index_t i = 0; i < gc.m; ++i)
+      for (index_t j = 0; j < gc.n; ++j) {
+        const double r = ref[static_cast<std::size_t>((bt * gc.m + i) * gc.n + j)], v = value(out, bt, i, j);
+        finite = finite && std::isfinite(v);
+        num += (v - r) * (v - r);
+        den += r * r;
+      }
+  // Padding around a view of c stays as it was.
+  std::size_t changed_outside = 0;
+  {
+    std::vector<char> inside(static_cast<std::size_t>(out_base.numel()), 0);
+    for (index_t bt = 0; bt < batch; ++bt)
+      for (index_t i = 0; i < gc.m; ++i)
+        for (index_t j = 0; j < gc.n; ++j) {
+          const auto& st = out.strides();
+          index_t off = i * st[out.rank() - 2] + j * st[out.rank() - 1];
+          if (gc.batch > 0) off += bt * st[0];
+          inside[static_cast<std::size_t>(off)] = 1;
+        }
+    for (index_t e = 0; e < out_base.numel(); ++e)
+      if (!inside[static_cast<std::size_t>(e)] &&
+          std::memcmp(&out_base.data()[e], &hc_in.data()[e], sizeof(T)) != 0)
+        ++changed_outside;
+  }
+  CHECK(changed_outside == 0);
+  CHECK(finite);
+  const double err = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  const bool tf32 = std::is_same_v<T, float> && o.allow_tf32;
+  errors().add(type_name<T>(tf32), finite ? err : INFINITY);
+  const double tol = tolerance<T>(tf32);
+  INFO("relative error " << err << " (tolerance " << tol << ")");
+  CHECK(err <= tol);
+  return err;
+}
+
+const index_t odd_sizes[] = {1, 7, 63, 65, 127, 129};
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("matmul matches fp64 on every combination of odd sizes", "[gemm]", gemm_types) {
+  std::uint32_t seed = 1;
+  for (index_t m : odd_sizes)
+    for (index_t k : odd_sizes)
+      for (index_t n : odd_sizes) run_case<TestType>({.m = m, .k = k, .n = n}, seed++);
+}
+
+namespace {
+const index_t triples[][3] = {{1, 1, 1}, {7, 63, 65}, {65, 7, 129}, {129, 127, 1}, {63, 129, 7}, {1, 65, 127},
+                              {127, 1, 63}, {64, 128, 32}};
+}
+
+TEMPLATE_LIST_TEST_CASE("matmul transposes by flag and by transposed or padded views", "[gemm]", gemm_types) {
+  std::uint32_t seed = 100;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (const auto& t : triples)
+        for (layout l : {layout::contiguous, layout::transposed, layout::padded}) {
+          gemm_case gc{.m = t[0], .k = t[1], .n = t[2], .la = l, .lb = l};
+          gc.opts.transpose_a = ta;
+          gc.opts.transpose_b = tb;
+          run_case<TestType>(gc, seed++);
+        }
+}
+
+TEMPLATE_LIST_TEST_CASE("matmul scales by alpha and accumulates beta * c", "[gemm]", gemm_types) {
+  std::uint32_t seed = 200;
+  const std::pair<double, double> scales[] = {{1.0, 1.0}, {-1.5, 0.5}, {0.25, -2.0}, {0.0, 1.0}};
+  for (auto [alpha, beta] : scales)
+    for (const auto& t : triples) {
+      gemm_case gc{.m = t[0], .k = t[1], .n = t[2]};
+      gc.opts.alpha = alpha;
+      gc.opts.beta = beta;
+      gc.opts.transpose_b = seed % 2;
+      run_case<TestType>(gc, seed++);
+    }
+}
+
+TEMPLATE_LIST_TEST_CASE("matmul bias, bias+gelu (erf) and bias+gelu (tanh) epilogues", "[gemm]", gemm_types) {
+  std::uint32_t seed = 300;
+  for (auto e : {gemm_epilogue::bias, gemm_epilogue::bias_gelu, gemm_epilogue::bias_gelu_tanh})
+    for (double beta : {0.0, 0.5})
+      for (const auto& t : triples) {
+        gemm_case gc{.m = t[0], .k = t[1], .n = t[2]};
+        gc.opts.epilogue = e;
+        gc.opts.beta = beta;
+        gc.opts.alpha = 1.25;
+        gc.opts.transpose_a = seed % 3 == 0;
+        gc.lc = seed % 2 ? layout::padded : layout::contiguous;
+        run_case<TestType>(gc, seed++);
+      }
+}
+
+TEMPLATE_LIST_TEST_CASE("matmul on batches, with a shared (broadcast) operand", "[gemm]", gemm_types) {
+  std::uint32_t seed = 400;
+  struct variant {
+    bool a_batched, b_batched;
+  };
+  const variant variants[] = {{true, true}, {true, false}, {false, true}};
+  const std::array<index_t, 3> shapes[] = {{7, 63, 65}, {65, 129, 7}, {1, 7, 1}};
+  for (index_t batch : {1, 3})
+    for (variant v : variants)
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (const auto& t : shapes) {
+            gemm_case gc{.batch = batch, .m = t[0], .k = t[1], .n = t[2], .a_batched = v.a_batched,
+                         .b_batched = v.b_batched};
+            gc.opts.transpose_a = ta;
+            gc.opts.transpose_b = tb;
+            gc.opts.beta = seed % 2 ? 0.5 : 0.0;
+            gc.opts.epilogue = seed % 3 == 0 ? gemm_epilogue::bias_gelu : gemm_epilogue::none;
+            gc.lc = seed % 4 == 1 ? layout::padded : layout::contiguous;
+            run_case<TestType>(gc, seed++);
+          }
+}
+
+TEMPLATE_LIST_TEST_CASE("matmul writes through strided and column-major views of c", "[gemm]", gemm_types) {
+  std::uint32_t seed = 500;
+  for (const auto& t : triples)
+    for (layout lc : {layout::padded, layout::transposed}) {
+      gemm_case gc{.m = t[0], .k = t[1], .n = t[2], .la = layout::padded, .lb = layout::transposed, .lc = lc};
+      gc.opts.beta = 0.75;
+      run_case<TestType>(gc, seed++);
+      gc.batch = 2;
+      gc.opts.beta = 0.0;
+      run_case<TestType>(gc, seed++);
+    }
+}
+
+TEMPLATE_LIST_TEST_CASE("matmul on BERT-base sizes (768 x 3072)", "[gemm][large]", gemm_types) {
+  gemm_case up{.m = 129, .k = 768, .n = 3072};  // FFN up-projection + bias + GELU
+  up.opts.epilogue = gemm_epilogue::bias_gelu;
+  run_case<TestType>(up, 600);
+  gemm_case down{.m = 129, .k = 3072, .n = 768};  // FFN down-projection + bias
+  down.opts.epilogue = gemm_epilogue::bias;
+  run_case<TestType>(down, 601);
+  gemm_case wgrad{.m = 768, .k = 65, .n = 3072};  // weight gradient x^T dy, accumulated
+  wgrad.opts.transpose_a = true;
+  wgrad.opts.beta = 1.0;
+  run_case<TestType>(wgrad, 602);
+}
+
+TEMPLATE_LIST_TEST_CASE("matmul returning a new tensor", "[gemm]", gemm_types) {
+  std::mt19937 rng(7);
+  const auto a = random_tensor<TestType>({2, 7, 5}, rng), b = random_tensor<TestType>({5, 3}, rng);
+  const auto c = to_host(loom::matmul(to_device(a), to_device(b)));
+  REQUIRE(c.extents() == loom::shape{2, 7, 3});
+  tensor<TestType, host> c0({2, 7, 3});
+  const auto ref = reference(a, b, c0, gemm_options{}, static_cast<const TestType*>(nullptr));
+  for (index_t i = 0; i < c.numel(); ++i)
+    CHECK(std::abs(static_cast<double>(loom::convert<double>(c.data()[i])) - ref[static_cast<std::size_t>(i)]) <=
+          1e-2 * (1 + std::abs(ref[static_cast<std::size_t>(i)])));
+}
+
+namespace {
+// Runs matmul and returns the loom::invalid_argument message ("" if nothing was thrown).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const loom::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+}  // namespace
+
+TEST_CASE("matmul rejects bad shapes and layouts with a clear message", "[gemm]") {
+  std::mt19937 rng(3);
+  const auto dev = [&](loom::shape s) { return to_device(random_tensor<float>(s, rng)); };
+  const auto a = dev({4, 5}), b = dev({6, 7}), c = dev({4, 7}), b57 = dev({5, 7}), bias = dev({7});
+
+  std::string msg = error_of([&] { loom::matmul(a, b, c); });
+  CHECK(contains(msg, "inner dimensions differ (5 vs 6)"));
+  CHECK(contains(msg, "[4, 5]"));
+  CHECK(contains(msg, "[6, 7]"));
+
+  msg = error_of([&] { loom::matmul(a, b57, dev({4, 8})); });
+  CHECK(contains(msg, "c must be [4, 7]"));
+  CHECK(contains(msg, "[4, 8]"));
+
+  msg = error_of([&] { loom::matmul(a, b57, c, {.transpose_a = true}); });
+  CHECK(contains(msg, "a [4, 5] (transposed)"));
+
+  msg = error_of([&] { loom::matmul(dev({5}), b57, c); });
+  CHECK(contains(msg, "matrices or [batch, m, k]"));
+
+  msg = error_of([&] { loom::matmul(dev({2, 4, 5}), dev({3, 5, 7}), dev({2, 4, 7})); });
+  CHECK(contains(msg, "batch of b (3)"));
+
+  msg = error_of([&] { loom::matmul(dev({2, 4, 5}), b57, c); });
+  CHECK(contains(msg, "c must have rank 3"));
+
+  msg = error_of([&] { loom::matmul(a, b57, c, {.epilogue = gemm_epilogue::bias}); });
+  CHECK(contains(msg, "needs a bias"));
+  msg = error_of([&] { loom::matmul(a, b57, c, {}, bias.data()); });
+  CHECK(contains(msg, "epilogue is none"));
+  msg = error_of([&] { loom::matmul(a, b57, c, {.epilogue = gemm_epilogue::bias}, dev({6})); });
+  CHECK(contains(msg, "bias must be a contiguous [7] vector"));
+
+  // No unit stride in either of the last two dimensions: every other column of every other row.
+  const auto base = dev({8, 10});
+  msg = error_of([&] { loom::matmul(base.slice(0, 0, 8, 2).slice(1, 0, 10, 2), b57, c); });
+  CHECK(contains(msg, "needs a unit stride"));
+  CHECK(contains(msg, "strides [20, 2]"));
+
+  // A bias epilogue runs along c's rows in memory: a column-major c cannot take one.
+  const auto ct = dev({7, 4}).transpose(0, 1);
+  msg = error_of([&] { loom::matmul(a, b57, ct, {.epilogue = gemm_epilogue::bias}, bias.data()); });
+  CHECK(contains(msg, "unit stride along its last dimension"));
+
+  // Degenerate sizes are fine: nothing to compute.
+  CHECK_NOTHROW(loom::matmul(dev({0, 5}), b57, dev({0, 7})));
+}
+
+#if !defined(LOOM_GEMM_TEST_CUDA)
+TEST_CASE("matmul with k = 0 scales c by beta (host)", "[gemm]") {
+  tensor<float, host> a({3, 0}), b({0, 2}), c({3, 2});
+  for (index_t i = 0; i < c.numel(); ++i) c.data()[i] = static_cast<float>(i + 1);
+  loom::matmul(a, b, c, {.beta = 2.0});
+  for (index_t i = 0; i < c.numel(); ++i) CHECK(c.data()[i] == 2.0f * static_cast<float>(i + 1));
+}
+#endif
+
+#if defined(LOOM_GEMM_TEST_CUDA)
+TEST_CASE("cuda matmul: fp32 with TF32 tensor cores stays within TF32 accuracy", "[gemm][cuda]") {
+  std::uint32_t seed = 700;
+  for (const auto& t : triples) {
+    gemm_case gc{.m = t[0], .k = t[1], .n = t[2]};
+    gc.opts.allow_tf32 = true;
+    run_case<float>(gc, seed++);
+  }
+  gemm_case big{.m = 129, .k = 3072, .n = 768};
+  big.opts.allow_tf32 = true;
+  big.opts.epilogue = gemm_epilogue::bias_gelu;
+  run_case<float>(big, seed++);
+}
+
+TEST_CASE("cuda matmul: repeated calls reuse the cached plan and give identical bits", "[gemm][cuda]") {
+  std::mt19937 rng(11);
+  const auto a = to_device(random_tensor<bf16>({65, 129}, rng)), b = to_device(random_tensor<bf16>({129, 63}, rng));
+  const auto bias = to_device(random_tensor<bf16>({63}, rng));
+  tensor<bf16, device> c1({65, 63}), c2({65, 63});
+  loom::matmul(a, b, c1, {.epilogue = gemm_epilogue::bias_gelu}, bias.data());
+  loom::matmul(a, b, c2, {.epilogue = gemm_epilogue::bias_gelu}, bias.data());
+  const auto h1 = to_host(c1), h2 = to_host(c2);
+  CHECK(std::memcmp(h1.data(), h2.data(), sizeof(bf16) * 65 * 63) == 0);
+}
+
+TEST_CASE("cuda matmul: runs on loom::current_stream()", "[gemm][cuda]") {
+  loom::cuda_stream s;
+  loom::stream_guard g(s);
+  gemm_case gc{.batch = 2, .m = 63, .k = 65, .n = 127};
+  gc.opts.epilogue = gemm_epilogue::bias_gelu;
+  run_case<f16>(gc, 800);
+}
+
+TEST_CASE("cuda matmul: threads with their own streams and plans", "[gemm][cuda]") {
+  std::vector<std::thread> threads;
+  std::vector<double> worst(4, 0.0);
+  std::vector<std::string> failures(4);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([t, &worst, &failures] {
+      try {
+        loom::cuda_stream s;
+        loom::stream_guard g(s);
+        std::mt19937 rng(900 + t);
+        for (int it = 0; it < 10; ++it) {
+          const index_t m = 33 + 16 * t + it, k = 65 + it, n = 127 - 8 * t;
+          const auto ha = random_tensor<float>({m, k}, rng), hb = random_tensor<float>({k, n}, rng);
+          tensor<float, host> hc({m, n});
+          const auto ref = reference(ha, hb, hc, gemm_options{}, static_cast<const float*>(nullptr));
+          tensor<float, device> dc({m, n});
+          loom::matmul(to_device(ha), to_device(hb), dc);
+          const auto out = to_host(dc);
+          double num = 0, den = 0;
+          for (index_t i = 0; i < m * n; ++i) {
+            const double r = ref[static_cast<std::size_t>(i)], d = out.data()[i] - r;
+            num += d * d;
+            den += r * r;
+          }
+          worst[t] = std::max(worst[t], std::sqrt(num / den));
+        }
+      } catch (const std::exception& e) {
+        failures[t] = e.what();
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) {
+    INFO("thread " << t << ": " << failures[t]);
+    CHECK(failures[t].empty());
+    CHECK(worst[t] <= 1e-5);
+  }
+}
+
+// Defined in gemm_host_compiled.cpp, a TU compiled by the host compiler (no nvcc): gemm.hpp must work there too.
+void matmul_from_host_compiler(const tensor<bf16, loom::cuda>& a, const tensor<bf16, loom::cuda>& b,
+                               const tensor<bf16, loom::cuda>& c, const gemm_options& o, const bf16* bias);
+
+TEST_CASE("cuda matmul called from a host-compiled translation unit", "[gemm][cuda]") {
+  std::mt19937 rng(12);
+  const auto ha = random_tensor<bf16>({65, 127}, rng), hb = random_tensor<bf16>({127, 63}, rng);
+  const auto hbias = random_tensor<bf16>({63}, rng);
+  for (auto e : {gemm_epilogue::bias, gemm_epilogue::bias_gelu}) {
+    tensor<bf16, device> c1({65, 63}), c2({65, 63});
+    const auto a = to_device(ha), b = to_device(hb), bias = to_device(hbias);
+    loom::matmul(a, b, c1, {.epilogue = e}, bias.data());
+    matmul_from_host_compiler(a, b, c2, {.epilogue = e}, bias.data());  // same plan, same bits
+    const auto h1 = to_host(c1), h2 = to_host(c2);
+    CHECK(std::memcmp(h1.data(), h2.data(), sizeof(bf16) * 65 * 63) == 0);
+  }
+}
+#endif
