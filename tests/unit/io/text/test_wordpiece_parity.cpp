@@ -39,6 +39,18 @@ void check_parity(const std::string& name, const wordpiece_tokenizer& tok, Reade
       diffs += "line " + std::to_string(rows[i].line) + ": '" + rows[i].fields[0] + "'\n  loom: " +
                loom_test::show(tok, enc[i].input_ids) + "\n  hf:   " + loom_test::show(tok, expected[i]) + "\n";
   }
+  // Offsets, by construction (see check_offsets), on every 7th row.
+  std::size_t offsets_checked = 0;
+  std::string offset_problems;
+  for (std::size_t i = 0; i < rows.size(); i += 7)
+    for (const auto& f : rows[i].fields) {
+      const auto r = loom_test::check_offsets(tok, f);
+      offsets_checked += r.checked;
+      if (!r.problems.empty() && offset_problems.size() < 2000)
+        offset_problems += "line " + std::to_string(rows[i].line) + ": " + r.problems;
+    }
+  CHECK(offset_problems == "");
+  CHECK(offsets_checked > 0);
   std::cout << "parity " << name << ": " << same << "/" << rows.size() << " rows identical\n";
   INFO(name << ": " << rows.size() - same << " rows differ\n" << diffs);
   CHECK(same == rows.size());

@@ -47,6 +47,55 @@ inline std::string show(const loom::io::wordpiece_tokenizer& tok, const std::vec
   return s;
 }
 
+struct offsets_result {
+  std::size_t checked = 0;
+  std::string problems;
+};
+
+/// transformers' slow tokenizer has no offsets, so they are checked by construction: re-tokenising the source bytes
+/// of a (non-[UNK]) token gives the token back (without its ## prefix). Two honest exceptions: one source character
+/// can yield several tokens (a Hangul syllable decomposes into jamo that WordPiece may split), so consecutive tokens
+/// with the same span are compared together; and final sigma depends on context beyond the span, so ς and σ compare
+/// equal. Also checks that spans are non-empty, inside the text and in text order.
+inline offsets_result check_offsets(const loom::io::wordpiece_tokenizer& tok, const std::string& text) {
+  auto fold_sigma = [](std::string s) {
+    for (std::size_t p; (p = s.find("\u03c2")) != std::string::npos;) s.replace(p, 2, "\u03c3");
+    return s;
+  };
+  offsets_result r;
+  std::vector<std::int32_t> ids;
+  std::vector<loom::io::token_span> offsets;
+  tok.tokenize(text, ids, &offsets);
+  if (ids.size() != offsets.size()) return {0, "ids and offsets differ in length"};
+  std::uint32_t last_begin = 0;
+  for (std::size_t i = 0; i < ids.size();) {
+    const loom::io::token_span s = offsets[i];
+    const std::string where = "token " + std::to_string(i) + " '" + std::string(tok.get_vocab().token(ids[i])) +
+                              "' at [" + std::to_string(s.begin) + ", " + std::to_string(s.end) + ")";
+    if (s.begin >= s.end || s.end > text.size() || s.begin < last_begin) {
+      r.problems += where + ": bad span\n";
+      return r;
+    }
+    last_begin = s.begin;
+    std::string want;
+    bool unk = false;
+    std::size_t j = i;
+    for (; j < ids.size() && offsets[j] == s; ++j) {
+      unk = unk || ids[j] == tok.unk_id();
+      std::string_view t = tok.get_vocab().token(ids[j]);
+      if (t.starts_with("##")) t.remove_prefix(2);
+      want += t;
+    }
+    i = j;
+    if (unk) continue;
+    std::string got;
+    for (const auto& w : tok.basic_tokenize(text.substr(s.begin, s.end - s.begin), true)) got += w;
+    if (fold_sigma(got) != fold_sigma(want)) r.problems += where + ": source normalises to '" + got + "'\n";
+    ++r.checked;
+  }
+  return r;
+}
+
 inline const loom::io::wordpiece_tokenizer& uncased() {
   static const auto t = loom::io::wordpiece_tokenizer::from_file(fixtures() / "vocab_uncased.txt");
   return t;

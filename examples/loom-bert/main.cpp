@@ -1,0 +1,54 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// loom-bert: the command-line front end; each subcommand lives in cmd_<name>.hpp and registers itself here.
+#include <exception>
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include <loom/core/error.hpp>
+
+#include "cmd_tokenize.hpp"  // defines: register_tokenize
+#if __has_include("cmd_inspect.hpp")
+#include "cmd_inspect.hpp"  // defines: register_inspect
+#define LOOM_BERT_HAS_INSPECT 1
+#endif
+
+namespace {
+
+/// Errors are one line on stderr: a multi-line message (e.g. a JSON parser's) is folded.
+int fail(const std::string& message) {
+  std::string line = message;
+  for (char& c : line)
+    if (c == '\n' || c == '\r') c = ' ';
+  std::cerr << "loom-bert: error: " << line << std::endl;
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"loom-bert: BERT tokenization, inspection, training and serving with loom", "loom-bert"};
+  app.require_subcommand(1);
+  loom_bert::register_tokenize(app);
+#ifdef LOOM_BERT_HAS_INSPECT
+  loom_bert::register_inspect(app);
+#endif
+  try {
+    app.parse(argc, argv);  // subcommand callbacks run inside parse
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(e.what());
+  } catch (const loom::error& e) {
+    return fail(e.what());
+  } catch (const std::exception& e) {  // e.g. std::bad_alloc, filesystem errors: still one line and exit code 2
+    return fail(e.what());
+  }
+  return 0;
+}
