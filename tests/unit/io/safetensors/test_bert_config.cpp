@@ -82,7 +82,7 @@ TEST_CASE("defaults are transformers' BertConfig defaults", "[io][config]") {
   CHECK_FALSE(c.dtype.has_value());
   CHECK(c.architectures.empty());
   CHECK(c.position_embedding_type == "absolute");  // transformers 4.x default (the field left BertConfig in 5.x)
-  CHECK(c.head_dim() == 4);
+  CHECK(c.head_dim() == 8);
   CHECK(c.effective_classifier_dropout() == c.hidden_dropout_prob);
   // A default-constructed config is bert-base.
   CHECK(bert_config{}.hidden_size == 768);

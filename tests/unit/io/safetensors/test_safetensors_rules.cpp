@@ -64,6 +64,8 @@ TEST_CASE("header_not_json: syntax errors, empty header, byte order mark", "[io]
   require_rule(st_image("   "), safetensors_rule::header_not_json);
   require_rule(st_image("{} x"), safetensors_rule::header_not_json);
   require_rule(st_image(std::string("{}\0\0", 4)), safetensors_rule::header_not_json);  // NUL padding is not JSON
+  // nlohmann alone would stop at the NUL and accept the header, whatever follows it.
+  require_rule(st_image(std::string("{}\0{\"hidden\":1}", 15)), safetensors_rule::header_not_json);
   require_rule(st_image("\xEF\xBB\xBF{}"), safetensors_rule::header_not_json);           // nlohmann would skip it
   require_rule(st_image("{\"a\":NaN}"), safetensors_rule::header_not_json);
   require_rule(st_image("{\"a\":1,}"), safetensors_rule::header_not_json);
@@ -211,7 +213,7 @@ TEST_CASE("trailing_bytes: data after the last tensor", "[io][safetensors][rules
                         std::string(16, '\0') + "extra_bogus_data_for_polyglot_file"),
                safetensors_rule::trailing_bytes, "test");
   require_rule(st_image("{}", "x"), safetensors_rule::trailing_bytes);
-  require_rule(st_image(R"({"__metadata__":{"a":"b"}})", "\0\0"), safetensors_rule::trailing_bytes);
+  require_rule(st_image(R"({"__metadata__":{"a":"b"}})", std::string(2, '\0')), safetensors_rule::trailing_bytes);
 }
 
 TEST_CASE("tensor_not_found and dtype_mismatch: lookups name the file and tensor", "[io][safetensors][rules]") {
@@ -267,10 +269,11 @@ TEST_CASE("valid: header padded with JSON whitespace before and after", "[io][sa
   // The Rust crate's test_whitespace_padded_header and test_whitespace_leading_padded_header.
   CHECK(safetensors_view::parse(st_image("{}\r \t\n")).size() == 0);
   CHECK(safetensors_view::parse(st_image("\t\n{}\r ")).size() == 0);
-  const auto v = safetensors_view::parse(st_image("  {\"w\":{" + f32x2 + ",\"data_offsets\":[0,8]}}        ",
-                                                  std::string(8, '\x01')));
+  const std::string padded = "  {\"w\":{" + f32x2 + ",\"data_offsets\":[0,8]}}        ";
+  const auto v = safetensors_view::parse(st_image(padded, std::string(8, '\x01')));
   REQUIRE(v.size() == 1);
-  CHECK(v.header_size() == 48);
+  CHECK(v.header_size() == padded.size());
+  CHECK(v.data_offset() == 8 + padded.size());
 }
 
 TEST_CASE("valid: shape [] is a scalar of one element", "[io][safetensors][edge]") {
