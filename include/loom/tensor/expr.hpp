@@ -136,10 +136,13 @@ struct random : node_tag {
     std::uint64_t seed, offset;
     compute_t<T> a, b;
     LOOM_HOST_DEVICE LOOM_FORCEINLINE compute_t<T> draw(index_t i) const {
+      // Explicit fma: the same rounding on host and CUDA (see op::fma_).
       if constexpr (Dist == distribution::uniform) {
-        return a + (b - a) * static_cast<compute_t<T>>(uniform01(seed, offset, static_cast<std::uint64_t>(i)));
+        const auto u = static_cast<compute_t<T>>(uniform01(seed, offset, static_cast<std::uint64_t>(i)));
+        return op::fma_(b - a, u, a);
       } else {
-        return a + b * static_cast<compute_t<T>>(static_cast<float>(normal01(seed, offset, static_cast<std::uint64_t>(i))));
+        const auto z = static_cast<compute_t<T>>(static_cast<float>(normal01(seed, offset, static_cast<std::uint64_t>(i))));
+        return op::fma_(b, z, a);
       }
     }
     template <bool Flat>

@@ -29,6 +29,16 @@ LOOM_MATH1(sqrt, sqrtf, sqrt)
 LOOM_MATH1(abs, fabsf, fabs)
 #undef LOOM_MATH1
 
+// Fused multiply-add, rounded once on every device. Used where host and CUDA must agree bit for bit: nvcc
+// contracts a * b + c into an FMA by default, g++ on x86-64 does not.
+#if defined(__CUDA_ARCH__)
+LOOM_HOST_DEVICE LOOM_FORCEINLINE float fma_(float a, float b, float c) { return ::fmaf(a, b, c); }
+LOOM_HOST_DEVICE LOOM_FORCEINLINE double fma_(double a, double b, double c) { return ::fma(a, b, c); }
+#else
+LOOM_HOST_DEVICE LOOM_FORCEINLINE float fma_(float a, float b, float c) { return std::fma(a, b, c); }
+LOOM_HOST_DEVICE LOOM_FORCEINLINE double fma_(double a, double b, double c) { return std::fma(a, b, c); }
+#endif
+
 #if defined(__CUDA_ARCH__)
 LOOM_HOST_DEVICE LOOM_FORCEINLINE float rsqrt_(float x) { return ::rsqrtf(x); }
 LOOM_HOST_DEVICE LOOM_FORCEINLINE double rsqrt_(double x) { return ::rsqrt(x); }

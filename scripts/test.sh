@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Installs dependencies, builds everything (the CUDA tests too when nvcc is present: they compile here and run on a
+# GPU machine), runs the CTest suite, then the fuzz smoke runs (LOOM_FUZZ_SECONDS per target, default 60; 0 skips).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+[ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
+jobs=$(nproc)
+start=$(date +%s)
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release ${LOOM_CMAKE_ARGS:-}
+cmake --build build -j"$jobs"
+echo "test.sh: build took $(( $(date +%s) - start )) s on $jobs cores" >&2
+ctest --test-dir build --output-on-failure -j"$jobs"
+if [ "${LOOM_FUZZ_SECONDS:-60}" != 0 ] && [ -x scripts/fuzz.sh ]; then
+  bash scripts/fuzz.sh "${LOOM_FUZZ_SECONDS:-60}"
+fi
+echo "test.sh: all done in $(( $(date +%s) - start )) s" >&2
