@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Builds every libFuzzer target (fuzz/fuzz_*.cpp) with clang and runs each for N seconds; fails on any crash.
+#
+#   scripts/fuzz.sh [SECONDS]          default 60 per target; env: BUILD_DIR (build-fuzz), JOBS (2), CXX (clang++)
+#
+# Each target starts from its seed corpus fuzz/corpus/<name without fuzz_>/ when there is one. New inputs go to a
+# scratch corpus under the build dir, so the committed seeds stay as they are. A crash leaves its reproducer in
+# BUILD_DIR/artifacts/<target>/ and makes the script exit 1 (replay: BUILD_DIR/fuzz/<target> <file>).
+set -euo pipefail
+
+seconds="${1:-60}"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${BUILD_DIR:-$root/build-fuzz}"
+jobs="${JOBS:-2}"
+cxx="${CXX:-clang++}"
+if ! command -v "$cxx" >/dev/null; then
+  for v in 19 18 17 16 15 14; do command -v "clang++-$v" >/dev/null && cxx="clang++-$v" && break; done
+fi
+command -v "$cxx" >/dev/null || { echo "fuzz.sh: clang++ not found (scripts/setup.sh installs it)" >&2; exit 1; }
+
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DLOOM_BUILD_FUZZ=ON -DLOOM_BUILD_TESTS=OFF -DLOOM_BUILD_EXAMPLES=OFF -DLOOM_BUILD_BENCH=OFF -DLOOM_CUDA=OFF >/dev/null
+
+targets=()
+for src in "$root"/fuzz/fuzz_*.cpp; do
+  [ -e "$src" ] || continue
+  targets+=("$(basename "$src" .cpp)")
+done
+if ((${#targets[@]} == 0)); then
+  echo "fuzz.sh: no fuzz/fuzz_*.cpp targets" >&2
+  exit 0
+fi
+cmake --build "$build" --parallel "$jobs" --target "${targets[@]}"
+
+failed=()
+for t in "${targets[@]}"; do
+  exe="$(find "$build" -type f -name "$t" -perm -u+x | head -n 1)"
+  [ -n "$exe" ] || { echo "fuzz.sh: $t was not built" >&2; failed+=("$t"); continue; }
+  scratch="$build/corpus/$t"
+  artifacts="$build/artifacts/$t"
+  mkdir -p "$scratch" "$artifacts"
+  seeds=()
+  [ -d "$root/fuzz/corpus/${t#fuzz_}" ] && seeds=("$root/fuzz/corpus/${t#fuzz_}")
+  echo "fuzz.sh: $t for ${seconds}s (seeds: ${seeds[*]:-none})"
+  # -rss_limit_mb: a target must not need more than 2 GB on any input; -timeout: nor more than 10 s.
+  if ! "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+      -artifact_prefix="$artifacts/" "$scratch" "${seeds[@]}" 2>"$build/$t.log"; then
+    failed+=("$t")
+    tail -n 40 "$build/$t.log" >&2
+  else
+    grep -E "stat::number_of_executed_units|stat::average_exec_per_sec|stat::peak_rss_mb|cov: " "$build/$t.log" |
+      tail -n 4 | sed "s/^/  /"
+  fi
+done
+
+if ((${#failed[@]})); then
+  echo "fuzz.sh: FAILED: ${failed[*]} (reproducers in $build/artifacts/)" >&2
+  exit 1
+fi
+echo "fuzz.sh: ${#targets[@]} target(s) ran ${seconds}s each without a crash"
