@@ -129,6 +129,7 @@ template <class T, distribution Dist>
 struct random : node_tag {
   using value_type = T;
   using device_type = void;
+  static constexpr distribution dist = Dist;
   std::uint64_t seed, offset;
   compute_t<T> a, b;  // uniform: [a, b); normal: mean a, standard deviation b
 
@@ -164,7 +165,7 @@ template <class Op, node E>
 struct unary : node_tag {
   using value_type = typename E::value_type;
   using device_type = typename E::device_type;
-  static_assert(floating<value_type> || std::is_same_v<Op, op::neg>,
+  static_assert(floating<value_type> || std::is_same_v<Op, op::neg> || std::is_same_v<Op, op::sign>,
                 "loom: this elementwise function needs a floating-point operand; convert it with loom::cast<T>(x)");
   E e;
 
@@ -325,6 +326,10 @@ LOOM_UNARY_FUNCTION(gelu, gelu)
 LOOM_UNARY_FUNCTION(sqrt, sqrt)
 LOOM_UNARY_FUNCTION(rsqrt, rsqrt)
 LOOM_UNARY_FUNCTION(abs, abs)
+LOOM_UNARY_FUNCTION(sign, sign)
+LOOM_UNARY_FUNCTION(gelu_grad, gelu_grad)
+LOOM_UNARY_FUNCTION(erf_grad, erf_grad)
+LOOM_UNARY_FUNCTION(tanh_grad, tanh_grad)
 #undef LOOM_UNARY_FUNCTION
 
 template <expr::operand X>

@@ -61,6 +61,30 @@ struct gelu {
   }
 };
 
+/// d/dx gelu(x) = Phi(x) + x * phi(x) (erf form).
+struct gelu_grad {
+  template <class T> LOOM_HOST_DEVICE T operator()(T x) const {
+    const T cdf = T(0.5) * (T(1) + erf_(x * T(0.70710678118654752440)));
+    const T pdf = T(0.39894228040143267794) * exp_(T(-0.5) * x * x);
+    return cdf + x * pdf;
+  }
+};
+/// d/dx erf(x) = 2/sqrt(pi) * exp(-x^2).
+struct erf_grad {
+  template <class T> LOOM_HOST_DEVICE T operator()(T x) const { return T(1.12837916709551257390) * exp_(-x * x); }
+};
+/// d/dx tanh(x) = 1 - tanh(x)^2.
+struct tanh_grad {
+  template <class T> LOOM_HOST_DEVICE T operator()(T x) const {
+    const T t = tanh_(x);
+    return T(1) - t * t;
+  }
+};
+/// d/dx |x| = sign(x) (0 at 0, as torch.sign).
+struct sign {
+  template <class T> LOOM_HOST_DEVICE T operator()(T x) const { return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0)); }
+};
+
 struct plus { template <class T> LOOM_HOST_DEVICE T operator()(T a, T b) const { return a + b; } };
 struct minus { template <class T> LOOM_HOST_DEVICE T operator()(T a, T b) const { return a - b; } };
 struct multiplies { template <class T> LOOM_HOST_DEVICE T operator()(T a, T b) const { return a * b; } };

@@ -33,23 +33,22 @@ struct reduce_op {
   }
 };
 
-/// A reduction over `axis` of an expression (axis == all_axes: over every element, giving a rank-0 result).
+/// A reduction over the consecutive axes [first, last) of an expression (all axes: a rank-0 result).
 template <reduce_kind Kind, node E>
 struct reduction {
   using value_type = typename E::value_type;
   using device_type = typename E::device_type;
-  static constexpr int all_axes = -1000;
-  static_assert(Kind != reduce_kind::max || floating<value_type>, "loom::max reduces floating-point expressions");
+  static_assert(Kind != reduce_kind::max || floating<value_type>, "loom: max reduces floating-point expressions");
   E e;
-  int axis;        // normalised to [0, rank) or all_axes
-  bool keep_dims;  // keep the reduced axis with extent 1
+  int first, last;  // reduced axes, normalised
+  bool keep_dims;   // keep the reduced axes with extent 1
 
   /// Shape of the result.
   shape extents() const {
     const shape in = e.extents();
     shape out;
     for (int d = 0; d < in.rank(); ++d) {
-      if (axis == all_axes || d == axis) {
+      if (d >= first && d < last) {
         if (keep_dims) out.push_back(1);
       } else {
         out.push_back(in[d]);
@@ -57,30 +56,30 @@ struct reduction {
     }
     return out;
   }
-  /// View of the input as [outer, reduced, inner] (for a full reduction: [1, numel, 1]).
+  /// View of the input as [outer, reduced, inner].
   void split(index_t& outer, index_t& reduced, index_t& inner) const {
     const shape in = e.extents();
     outer = 1, reduced = 1, inner = 1;
-    for (int d = 0; d < in.rank(); ++d) {
-      if (axis == all_axes) reduced *= in[d];
-      else if (d < axis) outer *= in[d];
-      else if (d == axis) reduced = in[d];
-      else inner *= in[d];
-    }
+    for (int d = 0; d < in.rank(); ++d) (d < first ? outer : d < last ? reduced : inner) *= in[d];
   }
 };
 
+/// Reduction over axes [first, last); first == last == -1 means every axis.
 template <reduce_kind Kind, operand X>
-auto make_reduction(const X& x, int axis, bool keep_dims) {
+auto make_reduction(const X& x, int first, int last, bool keep_dims) {
   auto n = as_node(x);
   const int r = n.extents().rank();
-  int a = axis;
-  if (axis != reduction<Kind, node_of<X>>::all_axes) {
-    a = axis < 0 ? axis + r : axis;
-    LOOM_CHECK(a >= 0 && a < r, "reduction axis " + std::to_string(axis) + " out of range for shape " +
-                                    n.extents().str());
+  if (first == -1 && last == -1) {
+    first = 0;
+    last = r;
+  } else {
+    first = first < 0 ? first + r : first;
+    last = last < 0 ? last + r : last;
+    LOOM_CHECK(first >= 0 && first < last && last <= r, "reduction axes [" + std::to_string(first) + ", " +
+                                                            std::to_string(last) + ") out of range for shape " +
+                                                            n.extents().str());
   }
-  return reduction<Kind, node_of<X>>{n, a, keep_dims};
+  return reduction<Kind, node_of<X>>{n, first, last, keep_dims};
 }
 
 template <class X> struct is_reduction : std::false_type {};
@@ -89,19 +88,26 @@ template <reduce_kind K, class E> struct is_reduction<reduction<K, E>> : std::tr
 }  // namespace expr
 
 /// Sum of all elements (rank-0 result).
-template <expr::operand X> auto sum(const X& x) { return expr::make_reduction<expr::reduce_kind::sum>(x, -1000, false); }
+template <expr::operand X> auto sum(const X& x) { return expr::make_reduction<expr::reduce_kind::sum>(x, -1, -1, false); }
 /// Sum over `axis` (negative counts from the end).
 template <expr::operand X> auto sum(const X& x, int axis, bool keep_dims = false) {
-  return expr::make_reduction<expr::reduce_kind::sum>(x, axis, keep_dims);
+  const int a = axis < 0 ? axis + expr::as_node(x).extents().rank() : axis;
+  return expr::make_reduction<expr::reduce_kind::sum>(x, a, a + 1, keep_dims);
 }
-template <expr::operand X> auto mean(const X& x) { return expr::make_reduction<expr::reduce_kind::mean>(x, -1000, false); }
+/// Sum over the leading `count` axes (how a broadcast operand's gradient is collected).
+template <expr::operand X> auto sum_leading(const X& x, int count) {
+  return expr::make_reduction<expr::reduce_kind::sum>(x, 0, count, false);
+}
+template <expr::operand X> auto mean(const X& x) { return expr::make_reduction<expr::reduce_kind::mean>(x, -1, -1, false); }
 template <expr::operand X> auto mean(const X& x, int axis, bool keep_dims = false) {
-  return expr::make_reduction<expr::reduce_kind::mean>(x, axis, keep_dims);
+  const int a = axis < 0 ? axis + expr::as_node(x).extents().rank() : axis;
+  return expr::make_reduction<expr::reduce_kind::mean>(x, a, a + 1, keep_dims);
 }
 /// Largest element (NaN if any element is NaN).
-template <expr::operand X> auto max(const X& x) { return expr::make_reduction<expr::reduce_kind::max>(x, -1000, false); }
+template <expr::operand X> auto max(const X& x) { return expr::make_reduction<expr::reduce_kind::max>(x, -1, -1, false); }
 template <expr::operand X> auto max(const X& x, int axis, bool keep_dims = false) {
-  return expr::make_reduction<expr::reduce_kind::max>(x, axis, keep_dims);
+  const int a = axis < 0 ? axis + expr::as_node(x).extents().rank() : axis;
+  return expr::make_reduction<expr::reduce_kind::max>(x, a, a + 1, keep_dims);
 }
 
 }  // namespace loom
