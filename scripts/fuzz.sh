@@ -51,8 +51,8 @@ for t in "${targets[@]}"; do
     failed+=("$t")
     tail -n 40 "$build/$t.log" >&2
   else
-    grep -E "stat::number_of_executed_units|stat::average_exec_per_sec|stat::peak_rss_mb|cov: " "$build/$t.log" |
-      tail -n 4 | sed "s/^/  /"
+    { grep -E "DONE" "$build/$t.log" | tail -n 1
+      grep -E "stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)" "$build/$t.log"; } | sed "s/^/  /"
   fi
 done
 

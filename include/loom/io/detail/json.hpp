@@ -127,7 +127,9 @@ inline json_parse_result parse_json_strict(std::string_view text) {
   try {
     r.value = nlohmann::json::parse(text.data(), text.data() + text.size(), on_event, /*allow_exceptions=*/true,
                                     /*ignore_comments=*/false);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // parse_error for syntax, but also out_of_range for a number too large for a double ("1e999"): both mean
+    // "not a JSON document loom can read", and neither may escape as a non-loom exception.
     r.kind = json_parse_result::failure::syntax;
     std::string what = e.what();
     if (const auto close = what.find("] "); what.rfind("[json.exception", 0) == 0 && close != std::string::npos)

@@ -252,6 +252,8 @@ TEST_CASE("malformed files: JSON errors, duplicate keys, BOM, unreadable", "[io]
   };
   CHECK(load_error("{\"vocab_size\": 10,").find("not valid JSON") != std::string::npos);
   CHECK(load_error("").find("not valid JSON") != std::string::npos);
+  CHECK(load_error(R"({"model_max_length": 100000000000000E0019884624838656})").find("not valid JSON") !=
+        std::string::npos);  // out of double's range (fuzzer find)
   CHECK(load_error("\xEF\xBB\xBF{}").find("byte order mark") != std::string::npos);
   CHECK(load_error("{\"a\": \"\xff\"}").find("not valid UTF-8") != std::string::npos);
   const std::string dup = load_error(R"({"hidden_size": 8, "hidden_size": 16})");

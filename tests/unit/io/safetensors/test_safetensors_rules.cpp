@@ -1,6 +1,7 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
 // One malformed file per safetensors_rule, each asserting that exact rule, and the valid edge cases beside them.
+#include <filesystem>
 #include <set>
 #include <string>
 #include <string_view>
@@ -8,6 +9,8 @@
 
 #include "catch.hpp"
 #include "st_test_util.hpp"
+
+#include <loom/io/tokenizer_config.hpp>
 
 using loom::io::safetensors_rule;
 using loom::io::safetensors_view;
@@ -69,6 +72,9 @@ TEST_CASE("header_not_json: syntax errors, empty header, byte order mark", "[io]
   require_rule(st_image("\xEF\xBB\xBF{}"), safetensors_rule::header_not_json);           // nlohmann would skip it
   require_rule(st_image("{\"a\":NaN}"), safetensors_rule::header_not_json);
   require_rule(st_image("{\"a\":1,}"), safetensors_rule::header_not_json);
+  // A number beyond double's range: nlohmann throws out_of_range, not parse_error (found by fuzzing).
+  require_rule(st_image(R"({"w":{"dtype":"F32","shape":[1e999],"data_offsets":[0,0]}})"),
+               safetensors_rule::header_not_json);
 }
 
 TEST_CASE("header_not_object: JSON other than an object", "[io][safetensors][rules]") {
@@ -345,4 +351,21 @@ TEST_CASE("valid: BOOL bytes other than 0/1 read as true, not as invalid bool ob
   const auto v = safetensors_view::parse(
       st_image(R"({"m":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]}})", std::string("\x00\x02\xff", 3)));
   CHECK(v.values<bool>("m") == std::vector<bool>{false, true, true});
+}
+
+TEST_CASE("fuzz corpus (seeds and past crashes) only ever raises loom errors", "[io][safetensors][fuzz]") {
+  // The same entry points as fuzz/fuzz_safetensors.cpp, on every file of its corpus, in the ordinary test run.
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(LOOM_SOURCE_DIR) / "fuzz" / "corpus" /
+                                                          "safetensors")) {
+    INFO(e.path().string());
+    const std::string bytes = loom_test::read_file(e.path());
+    try {
+      (void)safetensors_view::parse(std::as_bytes(std::span<const char>(bytes.data(), bytes.size())));
+    } catch (const loom::io::safetensors_error&) {
+    }
+    try {
+      (void)loom::io::bert_tokenizer_config::from_json(loom::io::parse_json_object(bytes, "corpus"));
+    } catch (const loom::io::config_error&) {
+    }
+  }
 }
