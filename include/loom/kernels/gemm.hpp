@@ -1,0 +1,91 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// GEMM: c = epilogue(alpha * op(a) * op(b) + beta * c + bias) on host (CBLAS) or CUDA (cuBLASLt), one declaration.
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <type_traits>
+
+#include "../config.hpp"
+#include "../tensor/tensor.hpp"
+#include "gemm_host.hpp"  // defines: gemm_options, gemm_epilogue, detail::make_gemm_plan, detail::host_matmul
+
+#if LOOM_HAS_CUDA_RUNTIME
+#include "gemm_cublaslt.hpp"  // defines: detail::cublaslt_matmul
+#endif
+#if LOOM_CUDA_COMPILER
+#include "gemm_gelu.cuh"  // defines: the erf-GELU pass for gemm_epilogue::bias_gelu on CUDA (registered at start-up)
+#endif
+
+namespace loom {
+
+/// c = epilogue(alpha * op(a) * op(b) + beta * c + bias), all row-major tensors on one device.
+///
+/// Shapes: a [m, k], b [k, n], c [m, n]; or stacks [batch, m, k] x [batch, k, n] -> [batch, m, n], where a or b
+/// may also be a single matrix (or have batch 1) shared by every entry. With `transpose_a`, a is [k, m] (likewise
+/// b). Any view with a unit stride in one of its last two dimensions works without a copy (transposed views,
+/// column slices); anything else throws. `bias` (length n, contiguous, on the tensors' device) is required by the
+/// bias epilogues and refused otherwise. T: float, bf16, f16, and double on the host. 16-bit types accumulate in
+/// fp32. On CUDA the call is enqueued on loom::current_stream() and returns at once; the first call of a thread
+/// for a given problem (types, shapes, strides, transposes, epilogue, alignment) builds the cuBLASLt descriptors
+/// and asks the heuristic for an algorithm, later calls reuse them (gemm_cublaslt.hpp).
+/// \tparam T element type \tparam Device loom::host or loom::cuda
+///
+/// ```cpp
+/// loom::tensor<loom::bf16, loom::cuda> x({8192, 768}), w({768, 3072}), h({8192, 3072}), b({3072});
+/// loom::matmul(x, w, h, {.epilogue = loom::gemm_epilogue::bias_gelu}, b.data());   // h = gelu(x w + b)
+/// loom::matmul(h, w, dx, {.transpose_b = true});                                   // dx = h w^T
+/// ```
+template <floating T, device_tag Device>
+void matmul(const tensor<T, Device>& a, const tensor<T, Device>& b, const tensor<T, Device>& c,
+            const gemm_options& opts = {}, const T* bias = nullptr) {
+  const bool wants_bias = opts.epilogue != gemm_epilogue::none;
+  LOOM_CHECK(wants_bias == (bias != nullptr), wants_bias ? "matmul: this epilogue needs a bias pointer"
+                                                         : "matmul: a bias was given but the epilogue is none");
+  const detail::gemm_plan plan = detail::make_gemm_plan(a, b, c, opts, wants_bias);
+  if constexpr (std::is_same_v<Device, host>) {
+    detail::host_matmul<T>(plan, opts, bias);
+  } else {
+    static_assert(!std::is_same_v<T, double>, "matmul on CUDA supports float, bf16 and f16 (double: host only)");
+#if LOOM_HAS_CUDA_RUNTIME
+    LOOM_CHECK(a.device_index() == c.device_index() && b.device_index() == c.device_index(),
+               "matmul: a, b and c are on different devices (" + std::to_string(a.device_index()) + ", " +
+                   std::to_string(b.device_index()) + ", " + std::to_string(c.device_index()) + ")");
+    detail::cublaslt_matmul<T>(plan, opts, bias, c.device_index());
+#endif
+  }
+}
+
+/// Same as above with the bias as a tensor of shape [n].
+template <floating T, device_tag Device>
+void matmul(const tensor<T, Device>& a, const tensor<T, Device>& b, const tensor<T, Device>& c,
+            const gemm_options& opts, const tensor<T, Device>& bias) {
+  const index_t n = c.rank() >= 2 ? c.extent(-1) : -1;
+  LOOM_CHECK(bias.rank() == 1 && bias.extent(0) == n && (bias.strides()[0] == 1 || n <= 1),
+             "matmul: bias must be a contiguous [" + std::to_string(n) + "] vector for c " + c.extents().str() +
+                 ", got " + bias.extents().str() + " with strides " + bias.strides().str());
+  matmul(a, b, c, opts, bias.data());
+}
+
+/// Returns op(a) * op(b) (+ bias epilogue) in a new contiguous tensor (beta is ignored: there is no c to add).
+template <floating T, device_tag Device>
+tensor<T, Device> matmul(const tensor<T, Device>& a, const tensor<T, Device>& b, const gemm_options& opts = {},
+                         const T* bias = nullptr) {
+  LOOM_CHECK((a.rank() == 2 || a.rank() == 3) && (b.rank() == 2 || b.rank() == 3),
+             "matmul: a " + a.extents().str() + " and b " + b.extents().str() + " must be matrices or stacks");
+  const index_t m = opts.transpose_a ? a.extent(-1) : a.extent(-2);
+  const index_t n = opts.transpose_b ? b.extent(-2) : b.extent(-1);
+  shape s;
+  if (a.rank() == 3 || b.rank() == 3)
+    s.push_back(std::max(a.rank() == 3 ? a.extent(0) : index_t(1), b.rank() == 3 ? b.extent(0) : index_t(1)));
+  s.push_back(m);
+  s.push_back(n);
+  tensor<T, Device> c(s);
+  gemm_options o = opts;
+  o.beta = 0.0;
+  matmul(a, b, c, o, bias);
+  return c;
+}
+
+}  // namespace loom

@@ -1,0 +1,268 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// CUDA GEMM through cuBLASLt: per-thread handle, per-stream workspace, per-shape descriptors + algorithm cache.
+#pragma once
+
+#include <cublasLt.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "../core/cuda_allocator.hpp"
+#include "../core/cuda_check.hpp"
+#include "../core/cuda_stream.hpp"
+#include "../core/memory_stats.hpp"
+#include "gemm_plan.hpp"
+
+namespace loom {
+
+/// Bytes of cuBLASLt workspace per (thread, device, stream): the 32 MiB NVIDIA recommends for Hopper
+/// (cuBLAS documentation, "cublasSetWorkspace"); split-K and stream-K algorithms need it at large k.
+inline constexpr std::size_t cublaslt_workspace_bytes = std::size_t(32) << 20;
+
+namespace detail {
+
+// The erf-GELU pass that follows cuBLASLt's BIAS epilogue for gemm_epilogue::bias_gelu (cuBLASLt's own GELU
+// epilogue is the tanh approximation: PyTorch's addmm falls back to gelu(approximate="tanh") for the same
+// result). The kernel is CUDA code, so gemm_gelu.cuh registers it from nvcc-compiled translation units; going
+// through this slot keeps every TU's definition of matmul identical (no ODR split between nvcc and g++ TUs).
+// D is column-major m x n with leading dimension ld, `batch` times `batch_stride` apart.
+using gelu_pass_fn = void (*)(void* d, index_t m, index_t n, index_t ld, index_t batch, index_t batch_stride,
+                              cudaStream_t stream);
+template <class T>
+std::atomic<gelu_pass_fn>& gelu_pass_slot() {
+  static std::atomic<gelu_pass_fn> slot{nullptr};
+  return slot;
+}
+
+template <class T> constexpr cudaDataType_t cuda_data_type() {
+  if constexpr (std::is_same_v<T, float>) return CUDA_R_32F;
+  else if constexpr (std::is_same_v<T, bf16>) return CUDA_R_16BF;
+  else return CUDA_R_16F;
+}
+
+// Everything the algorithm choice depends on. All int64 so the key has no padding and hashes as raw bytes.
+struct lt_key {
+  std::int64_t dtype, tf32, epilogue, tx, ty, m, n, k, ldx, ldy, ldd, batch, bsx, bsy, bsd;
+  std::int64_t align_x, align_y, align_d, align_bias;
+  bool operator==(const lt_key& o) const noexcept { return std::memcmp(this, &o, sizeof(lt_key)) == 0; }
+};
+static_assert(sizeof(lt_key) == 19 * sizeof(std::int64_t));
+
+struct lt_key_hash {
+  std::size_t operator()(const lt_key& k) const noexcept {
+    std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the 64-bit fields
+    const auto* w = reinterpret_cast<const std::int64_t*>(&k);
+    for (std::size_t i = 0; i < sizeof(lt_key) / sizeof(std::int64_t); ++i) {
+      h ^= static_cast<std::uint64_t>(w[i]);
+      h *= 1099511628211ull;
+    }
+    return static_cast<std::size_t>(h ^ (h >> 29));
+  }
+};
+
+// Largest power of two (at most 256, cuBLASLt's default expectation) dividing a buffer's address and the byte
+// offsets the kernel adds to it (leading dimension, batch stride).
+inline std::int64_t byte_alignment(const void* p, index_t ld_bytes, index_t batch_stride_bytes) {
+  const auto v = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p)) |
+                 static_cast<std::uint64_t>(ld_bytes) | static_cast<std::uint64_t>(batch_stride_bytes) | 256u;
+  return static_cast<std::int64_t>(v & (~v + 1));
+}
+
+// Descriptors and the heuristic's algorithm for one key. Built once, reused by every later call with that key.
+struct lt_plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t x = nullptr, y = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  lt_plan() = default;
+  lt_plan(const lt_plan&) = delete;
+  lt_plan& operator=(const lt_plan&) = delete;
+  ~lt_plan() {
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (y) cublasLtMatrixLayoutDestroy(y);
+    if (x) cublasLtMatrixLayoutDestroy(x);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+// One thread's cuBLASLt state on one device. Thread-local, so the cache needs no lock and the bias pointer can be
+// set on a cached descriptor without racing another thread.
+class lt_context {
+ public:
+  explicit lt_context(int device) : device_(device) { LOOM_CUBLAS_CHECK(cublasLtCreate(&handle_)); }
+  lt_context(const lt_context&) = delete;
+  lt_context& operator=(const lt_context&) = delete;
+  ~lt_context() {
+    plans_.clear();
+    release_workspaces(workspaces_.size());
+    cublasLtDestroy(handle_);
+  }
+
+  cublasLtHandle_t handle() const noexcept { return handle_; }
+  std::unordered_map<lt_key, std::unique_ptr<lt_plan>, lt_key_hash>& plans() noexcept { return plans_; }
+
+  /// This stream's workspace. Streams run concurrently, so each gets its own; a thread that keeps switching
+  /// among more than `max_streams` streams pays a device synchronisation when the oldest one is evicted.
+  void* workspace(cudaStream_t s) {
+    for (auto& w : workspaces_)
+      if (w.first == s) return w.second;
+    if (workspaces_.size() == max_streams) release_workspaces(1);
+    workspaces_.emplace_back(s, cuda_allocate(cublaslt_workspace_bytes, s));
+    return workspaces_.back().second;
+  }
+
+ private:
+  static constexpr std::size_t max_streams = 8;
+  // The stream a workspace was made on may be gone by now, so it is not freed on that stream: wait for the device
+  // instead (only at thread exit and on eviction), then free synchronously.
+  void release_workspaces(std::size_t count) noexcept {
+    if (count == 0) return;
+    int previous = -1;
+    cudaGetDevice(&previous);
+    if (previous != device_) cudaSetDevice(device_);
+    cudaDeviceSynchronize();
+    for (std::size_t i = 0; i < count; ++i) {
+      cudaFree(workspaces_[i].second);
+      record_free(device_, cublaslt_workspace_bytes);
+    }
+    workspaces_.erase(workspaces_.begin(), workspaces_.begin() + static_cast<std::ptrdiff_t>(count));
+    if (previous >= 0 && previous != device_) cudaSetDevice(previous);
+  }
+
+  int device_;
+  cublasLtHandle_t handle_ = nullptr;
+  std::unordered_map<lt_key, std::unique_ptr<lt_plan>, lt_key_hash> plans_;
+  std::vector<std::pair<cudaStream_t, void*>> workspaces_;
+};
+
+inline lt_context& lt_context_for(int device) {
+  thread_local std::array<std::unique_ptr<lt_context>, max_devices> contexts;
+  LOOM_CHECK(device >= 0 && device < max_devices, "matmul: CUDA device index " + std::to_string(device));
+  auto& c = contexts[static_cast<std::size_t>(device)];
+  if (!c) c = std::make_unique<lt_context>(device);
+  return *c;
+}
+
+inline cublasLtEpilogue_t lt_epilogue(gemm_epilogue e) {
+  switch (e) {
+    case gemm_epilogue::none: return CUBLASLT_EPILOGUE_DEFAULT;
+    case gemm_epilogue::bias: return CUBLASLT_EPILOGUE_BIAS;
+    case gemm_epilogue::bias_gelu: return CUBLASLT_EPILOGUE_BIAS;  // + loom's erf-GELU pass
+    case gemm_epilogue::bias_gelu_tanh: return CUBLASLT_EPILOGUE_GELU_BIAS;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+template <class T>
+std::unique_ptr<lt_plan> make_lt_plan(cublasLtHandle_t handle, const lt_key& key, const gemm_plan& p,
+                                      const void* bias) {
+  auto plan = std::make_unique<lt_plan>();
+  const cudaDataType_t type = cuda_data_type<T>();
+  // fp32 accumulation for every type; for fp32 inputs TF32 tensor cores only when allowed.
+  const cublasComputeType_t compute = key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  LOOM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, compute, CUDA_R_32F));
+  const cublasOperation_t tx = p.x.trans ? CUBLAS_OP_T : CUBLAS_OP_N, ty = p.y.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+  LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &tx, sizeof(tx)));
+  LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &ty, sizeof(ty)));
+  const cublasLtEpilogue_t epi = lt_epilogue(static_cast<gemm_epilogue>(key.epilogue));
+  LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+  if (bias) {
+    // The heuristic reads the bias pointer's alignment, so set it before asking (it is reset on every call).
+    LOOM_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  }
+
+  const auto layout = [&](cublasLtMatrixLayout_t& l, const blas_operand& o) {
+    LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, static_cast<std::uint64_t>(o.rows),
+                                                 static_cast<std::uint64_t>(o.cols), o.ld));
+    if (p.batch > 1) {
+      const auto count = static_cast<std::int32_t>(p.batch);
+      const std::int64_t stride = o.batch_stride;
+      LOOM_CUBLAS_CHECK(
+          cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+      LOOM_CUBLAS_CHECK(
+          cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+    }
+  };
+  layout(plan->x, p.x);
+  layout(plan->y, p.y);
+  layout(plan->d, p.d);
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const auto set_pref = [&](cublasLtMatmulPreferenceAttributes_t attr, auto value) {
+    cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value));
+    if (s != CUBLAS_STATUS_SUCCESS) cublasLtMatmulPreferenceDestroy(pref);
+    LOOM_CUBLAS_CHECK(s);
+  };
+  set_pref(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<std::uint64_t>(cublaslt_workspace_bytes));
+  set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, static_cast<std::uint32_t>(key.align_x));
+  set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<std::uint32_t>(key.align_y));
+  set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<std::uint32_t>(key.align_d));
+  set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<std::uint32_t>(key.align_d));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->x, plan->y, plan->d, plan->d,
+                                                          pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  LOOM_CUBLAS_CHECK(s);
+  LOOM_CHECK(found > 0, "matmul: cuBLASLt has no algorithm for this GEMM (m=" + std::to_string(p.m) +
+                            " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) + " batch=" +
+                            std::to_string(p.batch) + ", alignments " + std::to_string(key.align_x) + "/" +
+                            std::to_string(key.align_y) + "/" + std::to_string(key.align_d) + " bytes)");
+  plan->algo = result.algo;
+  return plan;
+}
+
+/// Runs a planned GEMM on loom::current_stream(): one cublasLtMatmul (strided-batched when batch > 1), plus the
+/// erf-GELU pass for gemm_epilogue::bias_gelu.
+template <class T>
+void cublaslt_matmul(const gemm_plan& p, const gemm_options& o, const T* bias, int tensor_device) {
+  if (p.m == 0 || p.n == 0 || p.batch == 0) return;
+  LOOM_CHECK(p.k > 0, "matmul: k = 0 is not supported on CUDA (c would only be scaled by beta)");
+  int device = 0;
+  LOOM_CUDA_CHECK(cudaGetDevice(&device));
+  LOOM_CHECK(tensor_device == device, "matmul: the tensors are on CUDA device " + std::to_string(tensor_device) +
+                                          " but the current device is " + std::to_string(device));
+  gelu_pass_fn gelu = nullptr;
+  if (o.epilogue == gemm_epilogue::bias_gelu) {
+    gelu = gelu_pass_slot<T>().load(std::memory_order_acquire);
+    LOOM_CHECK(gelu != nullptr,
+               "matmul: gemm_epilogue::bias_gelu on CUDA needs loom's erf-GELU kernel, which exists only when "
+               "loom/kernels/gemm.hpp is included by at least one nvcc-compiled file of the program (or use "
+               "bias_gelu_tanh, fused in cuBLASLt)");
+  }
+  constexpr index_t es = sizeof(T);
+  const lt_key key{static_cast<std::int64_t>(dtype_of<T>()),
+                   std::is_same_v<T, float> && o.allow_tf32,
+                   static_cast<std::int64_t>(o.epilogue),
+                   p.x.trans, p.y.trans, p.m, p.n, p.k, p.x.ld, p.y.ld, p.d.ld, p.batch,
+                   p.x.batch_stride, p.y.batch_stride, p.d.batch_stride,
+                   byte_alignment(p.x.data, p.x.ld * es, p.x.batch_stride * es),
+                   byte_alignment(p.y.data, p.y.ld * es, p.y.batch_stride * es),
+                   byte_alignment(p.d.data, p.d.ld * es, p.d.batch_stride * es),
+                   bias ? byte_alignment(bias, 0, 0) : 0};
+  lt_context& ctx = lt_context_for(device);
+  auto& slot = ctx.plans()[key];
+  if (!slot) slot = make_lt_plan<T>(ctx.handle(), key, p, bias);
+  const lt_plan& plan = *slot;
+  if (bias)
+    LOOM_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  const float alpha = static_cast<float>(o.alpha), beta = static_cast<float>(o.beta);
+  const cudaStream_t stream = current_stream();
+  void* d = const_cast<void*>(p.d.data);
+  LOOM_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), plan.desc, &alpha, p.x.data, plan.x, p.y.data, plan.y, &beta, d,
+                                   plan.d, d, plan.d, &plan.algo, ctx.workspace(stream), cublaslt_workspace_bytes,
+                                   stream));
+  if (gelu) gelu(d, p.m, p.n, p.d.ld, p.batch, p.d.batch_stride, stream);
+}
+
+}  // namespace detail
+}  // namespace loom
