@@ -18,6 +18,7 @@
 
 #include <loom/io/table_reader.hpp>
 #include <loom/io/text_error.hpp>
+#include <loom/io/tokenizer_config.hpp>
 #include <loom/io/wordpiece.hpp>
 
 namespace loom_bert {
@@ -39,31 +40,21 @@ struct options {
   bool skip_malformed = false;
 };
 
-/// The tokenizer options stored in a model folder's tokenizer_config.json (when present): transformers writes
-/// do_lower_case, strip_accents and tokenize_chinese_chars there, with BertTokenizer's defaults when absent.
+/// The tokenizer options of a model folder's tokenizer_config.json (loom::io::bert_tokenizer_config gives
+/// BertTokenizer's defaults for absent fields). never_split entries beyond the special tokens are not supported.
 inline loom::io::wordpiece_options read_tokenizer_config(const std::filesystem::path& file) {
+  const auto tc = loom::io::bert_tokenizer_config::load(file);
+  if (!tc.do_basic_tokenize)
+    throw loom::invalid_argument(file.string() + ": do_basic_tokenize=false is not supported by loom's tokenizer");
   loom::io::wordpiece_options o;
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw loom::io::text_error(file.string(), 0, 0, "cannot open file");
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) throw loom::io::text_error(file.string(), 0, 0, "not a JSON object");
-  auto boolean = [&](const char* key, bool& out) {
-    if (!j.contains(key) || j[key].is_null()) return false;
-    if (!j[key].is_boolean()) throw loom::io::text_error(file.string(), 0, 0, std::string("'") + key + "' must be true or false");
-    out = j[key].get<bool>();
-    return true;
-  };
-  boolean("do_lower_case", o.basic.do_lower_case);
-  boolean("tokenize_chinese_chars", o.basic.tokenize_chinese_chars);
-  if (bool strip = false; boolean("strip_accents", strip)) o.basic.strip_accents = strip;
-  for (auto [key, slot] : {std::pair{"unk_token", &o.unk_token}, std::pair{"sep_token", &o.sep_token},
-                           std::pair{"pad_token", &o.pad_token}, std::pair{"cls_token", &o.cls_token},
-                           std::pair{"mask_token", &o.mask_token}}) {
-    if (!j.contains(key)) continue;
-    const auto& v = j[key];
-    if (v.is_string()) *slot = v.get<std::string>();
-    else if (v.is_object() && v.contains("content") && v["content"].is_string()) *slot = v["content"].get<std::string>();
-  }
+  o.basic.do_lower_case = tc.do_lower_case;
+  o.basic.strip_accents = tc.strip_accents;
+  o.basic.tokenize_chinese_chars = tc.tokenize_chinese_chars;
+  o.unk_token = tc.unk_token;
+  o.sep_token = tc.sep_token;
+  o.pad_token = tc.pad_token;
+  o.cls_token = tc.cls_token;
+  o.mask_token = tc.mask_token;
   return o;
 }
 
@@ -76,6 +67,7 @@ inline loom::io::wordpiece_tokenizer make_tokenizer(const options& o) {
     vocab = dir / "vocab.txt";
     if (std::filesystem::exists(dir / "tokenizer_config.json")) wo = read_tokenizer_config(dir / "tokenizer_config.json");
   }
+  // --lower/--cased override the config; strip_accents then follows the case choice unless the config pins it.
   if (o.lower) wo.basic.do_lower_case = true;
   if (o.cased) wo.basic.do_lower_case = false;
   return loom::io::wordpiece_tokenizer::from_file(vocab, wo);

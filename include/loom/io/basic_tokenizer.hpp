@@ -44,7 +44,10 @@ class piece_view {
  public:
   /// ASCII piece: byte i of `text` is byte `base + i` of the input.
   piece_view(std::string_view text, std::uint32_t base) noexcept : text_(text), n_(text.size()), base_(base) {}
-  /// Normalised piece: code point i starts at byte `pos[i]` of `text` (pos[n] == text.size()) and came from `src[i]`.
+  /// Unchanged piece: `text` is input bytes; code point i starts at input byte `base + pos[i]` (pos[n] is the end).
+  piece_view(std::string_view text, const std::uint32_t* pos, std::size_t n, std::uint32_t base) noexcept
+      : text_(text), pos_(pos), n_(n), base_(base) {}
+  /// Normalised piece: code point i starts at byte `pos[i] - pos[0]` of `text` and came from `src[i]`.
   piece_view(std::string_view text, const std::uint32_t* pos, const unicode::spanned_cp* src, std::size_t n) noexcept
       : text_(text), pos_(pos), src_(src), n_(n) {}
 
@@ -52,10 +55,11 @@ class piece_view {
   /// Number of code points (transformers counts `max_input_chars_per_word` in these).
   std::size_t size() const noexcept { return n_; }
   /// Byte offset in text() of code point i (i <= size()).
-  std::uint32_t pos(std::size_t i) const noexcept { return pos_ ? pos_[i] : static_cast<std::uint32_t>(i); }
+  std::uint32_t pos(std::size_t i) const noexcept { return pos_ ? pos_[i] - pos_[0] : static_cast<std::uint32_t>(i); }
   /// Input bytes that code points [a, b) came from (a < b).
   token_span span(std::size_t a, std::size_t b) const noexcept {
-    if (!src_) return {base_ + static_cast<std::uint32_t>(a), base_ + static_cast<std::uint32_t>(b)};
+    if (!pos_) return {base_ + static_cast<std::uint32_t>(a), base_ + static_cast<std::uint32_t>(b)};
+    if (!src_) return {base_ + pos_[a], base_ + pos_[b]};
     token_span s{src_[a].begin, src_[a].end};
     // Canonical reordering can move a mark before another's source, so take the hull.
     for (std::size_t i = a + 1; i < b; ++i) {
@@ -182,6 +186,7 @@ class basic_tokenizer {
       bool dropped = false;
       std::size_t end = i;
       std::size_t cjk_len = 0;
+      std::uint16_t cjk_flags = 0;
       while (i < n) {
         const unsigned char b = p[i];
         if (b < 0x80) {
@@ -194,12 +199,14 @@ class basic_tokenizer {
         }
         const utf8::decoded d = utf8::decode(text, i);
         if (d.length == 0) invalid_utf8(base + i, b);
-        if (unicode::is_split_space(d.cp)) break;
-        if (options_.tokenize_chinese_chars && unicode::is_chinese_char(d.cp)) {
+        const std::uint16_t f = unicode::flags(d.cp);
+        if (f & unicode::k_space) break;
+        if (options_.tokenize_chinese_chars && (f & unicode::k_cjk)) {
           cjk_len = d.length;
+          cjk_flags = f;
           break;
         }
-        if (unicode::is_dropped(d.cp)) dropped = true;
+        if (f & unicode::k_dropped) dropped = true;
         plain = false;
         i += d.length;
         end = i;
@@ -212,9 +219,16 @@ class basic_tokenizer {
           general_word(w, base + static_cast<std::uint32_t>(start), sink, sc, specials && dropped);
       }
       if (cjk_len) {
-        // A CJK ideograph is a word of its own. NFC maps the compatibility ideographs (U+F900.., U+2F800..) to
-        // unified ones; lower-casing and accent stripping leave ideographs alone; they are not punctuation.
-        general_word(text.substr(i, cjk_len), base + static_cast<std::uint32_t>(i), sink, sc, false);
+        // A CJK ideograph is a word of its own. A unified ideograph is left alone by NFC, lower-casing and accent
+        // stripping, so it goes to the sink as is; compatibility ideographs (U+F900.., U+2F800..) become unified
+        // ones through NFC, on the general path.
+        constexpr std::uint16_t same = unicode::k_nfc_stable | unicode::k_lower_same | unicode::k_strip_same;
+        if ((cjk_flags & same) == same) {
+          const std::uint32_t pos[2] = {0, static_cast<std::uint32_t>(cjk_len)};
+          sink.piece(piece_view(text.substr(i, cjk_len), pos, 1, base + static_cast<std::uint32_t>(i)));
+        } else {
+          general_word(text.substr(i, cjk_len), base + static_cast<std::uint32_t>(i), sink, sc, false);
+        }
         i += cjk_len;
       }
       // Otherwise i is at a whitespace character (ASCII or not) or at the end; skip one non-ASCII space here.
@@ -250,10 +264,43 @@ class basic_tokenizer {
   /// General path: decode (dropping what `_clean_text` drops), NFC, lower, strip accents, split punctuation.
   template <class Sink>
   void general_word(std::string_view w, std::uint32_t base, Sink& sink, basic_scratch& sc, bool check_specials) const {
+    // First pass: are all characters left alone by cleaning and normalisation? (Most words of non-Latin scripts,
+    // and of CJK punctuation, are.) Then only punctuation splitting remains, on the input bytes themselves.
+    const std::uint16_t same = unicode::k_nfc_stable | (options_.do_lower_case ? unicode::k_lower_same : 0) |
+                               (strip_ ? unicode::k_strip_same : 0);
+    auto& pos = sc.pos;
+    pos.clear();
+    bool simple = true;
+    for (std::size_t i = 0; i < w.size();) {
+      const utf8::decoded d = utf8::decode(w, i);  // validated by words()
+      const std::uint16_t f = unicode::flags(d.cp);
+      if ((f & same) != same || (f & unicode::k_dropped)) {
+        simple = false;
+        break;
+      }
+      pos.push_back(static_cast<std::uint32_t>(i));
+      i += d.length;
+    }
+    if (simple) {
+      pos.push_back(static_cast<std::uint32_t>(w.size()));
+      const std::size_t n = pos.size() - 1;
+      std::size_t run = 0;
+      auto piece = [&](std::size_t a, std::size_t b) {
+        sink.piece(piece_view(w.substr(pos[a], pos[b] - pos[a]), pos.data() + a, b - a, base));
+      };
+      for (std::size_t k = 0; k < n; ++k) {
+        if (!(unicode::flags(utf8::decode(w, pos[k]).cp) & unicode::k_punct)) continue;
+        if (k > run) piece(run, k);
+        piece(k, k + 1);
+        run = k + 1;
+      }
+      if (n > run) piece(run, n);
+      return;
+    }
     auto& cps = sc.cps;
     cps.clear();
     for (std::size_t i = 0; i < w.size();) {
-      const utf8::decoded d = utf8::decode(w, i);  // validated by words()
+      const utf8::decoded d = utf8::decode(w, i);
       if (!unicode::is_dropped(d.cp))
         cps.push_back({d.cp, base + static_cast<std::uint32_t>(i), base + static_cast<std::uint32_t>(i + d.length)});
       i += d.length;
@@ -265,12 +312,15 @@ class basic_tokenizer {
       emit(cps, 0, cps.size(), sink, sc);
       return;
     }
-    unicode::nfc(cps, sc.tmp);
+    // transformers applies NFC to the text and then, per word, lower() and NFD. When accents are stripped the NFC
+    // step cannot change the result: NFD undoes it, and full lower-casing commutes with canonical decomposition
+    // (the all-code-point sweep and the data-set parity tests check this), so it is skipped.
+    if (!strip_) unicode::nfc(cps, sc.tmp);
     if (options_.do_lower_case) unicode::lower(cps, sc.tmp);
     if (strip_) unicode::strip_accents(cps, sc.tmp);
     std::size_t run = 0;
     for (std::size_t i = 0; i < cps.size(); ++i) {
-      if (!unicode::is_punctuation(cps[i].cp)) continue;
+      if (!(unicode::flags(cps[i].cp) & unicode::k_punct)) continue;
       if (i > run) emit(cps, run, i, sink, sc);
       emit(cps, i, i + 1, sink, sc);
       run = i + 1;

@@ -95,17 +95,10 @@ class jsonl_reader {
   }
 
   static bool parse(std::string_view text, json& j, std::string& why) {
-    j = json::parse(text, nullptr, false);
-    if (j.is_discarded()) {
-      // Parse again with exceptions only on failure: the message says where and what.
-      try {
-        const json again = json::parse(text);
-        (void)again;
-      } catch (const json::parse_error& e) {
-        why = std::string("invalid JSON: ") + e.what();
-        return false;
-      }
-      why = "invalid JSON";
+    try {
+      j = json::parse(text);
+    } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers beyond double
+      why = std::string("invalid JSON: ") + e.what();
       return false;
     }
     if (!j.is_object()) {

@@ -116,6 +116,79 @@ inline bool is_cased(char32_t cp) noexcept {
          (cp >= 0x1F170 && cp <= 0x1F189);
 }
 
+/// Per-code-point facts the tokenizer asks about on every non-ASCII character, precomputed for the BMP (128 KiB,
+/// built once on first use in a few ms) so that the common cases cost one load instead of several utf8proc calls.
+enum cp_flag : std::uint16_t {
+  k_dropped = 1,      ///< is_dropped
+  k_space = 2,        ///< is_split_space
+  k_punct = 4,        ///< is_punctuation
+  k_cjk = 8,          ///< is_chinese_char
+  k_nfc_stable = 16,  ///< no canonical decomposition, combining class 0, never the second half of a composition
+  k_lower_same = 32,  ///< str.lower() leaves it alone in any context (so not U+0130, not capital sigma)
+  k_strip_same = 64,  ///< no canonical decomposition and not Mn: accent stripping leaves it alone
+  k_no_decomp = 128,  ///< no canonical decomposition
+  k_second = 256,     ///< may be the second half of a canonical composition
+};
+
+namespace detail {
+
+inline bool has_decomposition(char32_t cp) noexcept {
+  utf8proc_int32_t buf[8];
+  const utf8proc_ssize_t n = utf8proc_decompose_char(static_cast<utf8proc_int32_t>(cp), buf, 8, UTF8PROC_DECOMPOSE, nullptr);
+  return !(n == 1 && static_cast<char32_t>(buf[0]) == cp);
+}
+
+inline std::uint16_t compute_flags(char32_t cp, bool second_of_composition) noexcept {
+  std::uint16_t f = 0;
+  if (is_dropped(cp)) f |= k_dropped;
+  if (is_split_space(cp)) f |= k_space;
+  if (is_punctuation(cp)) f |= k_punct;
+  if (is_chinese_char(cp)) f |= k_cjk;
+  const bool decomposes = cp >= 0xC0 && has_decomposition(cp);
+  if (!decomposes && combining_class(cp) == 0 && !second_of_composition) f |= k_nfc_stable;
+  if (cp != 0x130 && cp != 0x3A3 && static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))) == cp)
+    f |= k_lower_same;
+  if (!decomposes && category(cp) != UTF8PROC_CATEGORY_MN) f |= k_strip_same;
+  if (!decomposes) f |= k_no_decomp;
+  if (second_of_composition) f |= k_second;
+  return f;
+}
+
+inline const std::vector<std::uint16_t>& bmp_flags() {
+  static const std::vector<std::uint16_t> table = [] {
+    // Every character after the first in a canonical decomposition may compose with what precedes it.
+    std::vector<bool> second(0x10000, false);
+    utf8proc_int32_t buf[8];
+    for (utf8proc_int32_t cp = 0xC0; cp < 0x30000; ++cp) {
+      if (cp >= 0xD800 && cp < 0xE000) continue;
+      const utf8proc_ssize_t n = utf8proc_decompose_char(cp, buf, 8, UTF8PROC_DECOMPOSE, nullptr);
+      for (utf8proc_ssize_t k = 1; k < n && k < 8; ++k)
+        if (buf[k] < 0x10000) second[static_cast<std::size_t>(buf[k])] = true;
+    }
+    // Hangul: leading+vowel and LV+trailing jamo compose algorithmically.
+    for (char32_t v = 0x1161; v <= 0x1175; ++v) second[v] = true;
+    for (char32_t t = 0x11A8; t <= 0x11C2; ++t) second[t] = true;
+    std::vector<std::uint16_t> t(0x10000);
+    for (char32_t cp = 0; cp < 0x10000; ++cp)
+      t[cp] = (cp >= 0xD800 && cp < 0xE000) ? k_dropped : compute_flags(cp, second[cp]);
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace detail
+
+/// The cp_flag bits of `cp`. Outside the BMP nothing is assumed stable (the general path decides).
+inline std::uint16_t flags(char32_t cp) noexcept {
+  if (cp < 0x10000) return detail::bmp_flags()[cp];
+  std::uint16_t f = 0;
+  if (is_dropped(cp)) f |= k_dropped;
+  if (is_split_space(cp)) f |= k_space;
+  if (is_punctuation(cp)) f |= k_punct;
+  if (is_chinese_char(cp)) f |= k_cjk;
+  return f;
+}
+
 /// One code point of a word being normalised, with the bytes of the original text it came from. Normalisation
 /// may split (decompose, İ -> i + U+0307) or merge (compose) code points; the span follows them, so every output
 /// piece maps back to a range of the input.
@@ -150,8 +223,8 @@ inline void decompose(const std::vector<spanned_cp>& in, std::vector<spanned_cp>
   out.clear();
   utf8proc_int32_t buf[32];
   for (const spanned_cp& c : in) {
-    // Nothing below U+00C0 has a canonical decomposition.
-    if (c.cp < 0xC0) {
+    // Nothing below U+00C0 has a canonical decomposition; the table knows the rest of the BMP.
+    if (c.cp < 0xC0 || (c.cp < 0x10000 && (flags(c.cp) & k_no_decomp))) {
       out.push_back(c);
       continue;
     }
@@ -168,8 +241,8 @@ inline void decompose(const std::vector<spanned_cp>& in, std::vector<spanned_cp>
 /// The primary composite of `a` + `b`, or 0. Asks utf8proc to compose the two-element sequence, which also covers
 /// Hangul syllables and respects the composition exclusions (UTF8PROC_STABLE).
 inline char32_t compose_pair(char32_t a, char32_t b) noexcept {
-  // No canonical composition has a second character below U+0300.
-  if (b < 0x300) return 0;
+  // No canonical composition has a second character below U+0300; in the BMP the table knows which can be second.
+  if (b < 0x300 || (b < 0x10000 && !(flags(b) & k_second))) return 0;
   utf8proc_int32_t buf[2] = {static_cast<utf8proc_int32_t>(a), static_cast<utf8proc_int32_t>(b)};
   const utf8proc_ssize_t n = utf8proc_normalize_utf32(buf, 2, static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
   return n == 1 ? static_cast<char32_t>(buf[0]) : 0;
@@ -178,9 +251,9 @@ inline char32_t compose_pair(char32_t a, char32_t b) noexcept {
 /// NFC of `v` in place, using `tmp` as scratch. The canonical composition loop is the one of UAX #15 (and
 /// utf8proc): a character composes with the last starter unless a character in between blocks it.
 inline void nfc(std::vector<spanned_cp>& v, std::vector<spanned_cp>& tmp) {
-  // Below U+0300 every character is already NFC and nothing composes.
+  // Below U+0300 every character is already NFC and nothing composes; so for k_nfc_stable characters.
   bool trivial = true;
-  for (const spanned_cp& c : v) trivial = trivial && c.cp < 0x300;
+  for (const spanned_cp& c : v) trivial = trivial && (c.cp < 0x300 || (flags(c.cp) & k_nfc_stable));
   if (trivial) return;
   decompose(v, tmp);
   std::size_t w = 0;
@@ -241,7 +314,7 @@ inline void lower(std::vector<spanned_cp>& v, std::vector<spanned_cp>& tmp) {
       v[i].cp = final_sigma ? 0x3C2 : 0x3C3;
       continue;
     }
-    v[i].cp = static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp)));
+    if (!(flags(cp) & k_lower_same)) v[i].cp = static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp)));
   }
   if (!expands) return;
   tmp.clear();
@@ -259,12 +332,12 @@ inline void lower(std::vector<spanned_cp>& v, std::vector<spanned_cp>& tmp) {
 /// transformers `_run_strip_accents`: NFD, then drop every nonspacing mark (Mn).
 inline void strip_accents(std::vector<spanned_cp>& v, std::vector<spanned_cp>& tmp) {
   bool trivial = true;
-  for (const spanned_cp& c : v) trivial = trivial && c.cp < 0xC0;
+  for (const spanned_cp& c : v) trivial = trivial && (c.cp < 0xC0 || (flags(c.cp) & k_strip_same));
   if (trivial) return;
   decompose(v, tmp);
   std::size_t w = 0;
   for (const spanned_cp& c : tmp)
-    if (category(c.cp) != UTF8PROC_CATEGORY_MN) tmp[w++] = c;
+    if ((c.cp < 0x300 || (flags(c.cp) & k_strip_same)) || category(c.cp) != UTF8PROC_CATEGORY_MN) tmp[w++] = c;
   tmp.resize(w);
   v.swap(tmp);
 }
