@@ -170,7 +170,7 @@ inline const std::vector<std::uint16_t>& bmp_flags() {
     for (char32_t t = 0x11A8; t <= 0x11C2; ++t) second[t] = true;
     std::vector<std::uint16_t> t(0x10000);
     for (char32_t cp = 0; cp < 0x10000; ++cp)
-      t[cp] = (cp >= 0xD800 && cp < 0xE000) ? k_dropped : compute_flags(cp, second[cp]);
+      t[cp] = (cp >= 0xD800 && cp < 0xE000) ? std::uint16_t{k_dropped} : compute_flags(cp, second[cp]);
     return t;
   }();
   return table;

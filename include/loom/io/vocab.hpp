@@ -26,8 +26,9 @@ namespace detail {
 /// lookup per candidate piece.
 inline std::uint64_t hash_bytes(const char* p, std::size_t n) noexcept {
   constexpr std::uint64_t k0 = 0xa0761d6478bd642full, k1 = 0xe7037ed1a0b428dbull;
+  __extension__ using u128 = unsigned __int128;  // GCC/Clang: one 64x64->128 multiply
   auto mix = [](std::uint64_t a, std::uint64_t b) noexcept {
-    const unsigned __int128 r = static_cast<unsigned __int128>(a) * b;
+    const u128 r = static_cast<u128>(a) * b;
     return static_cast<std::uint64_t>(r) ^ static_cast<std::uint64_t>(r >> 64);
   };
   std::uint64_t h = k0 ^ n;
