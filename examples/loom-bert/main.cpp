@@ -9,11 +9,8 @@
 
 #include <loom/core/error.hpp>
 
+#include "cmd_inspect.hpp"   // defines: register_inspect
 #include "cmd_tokenize.hpp"  // defines: register_tokenize
-#if __has_include("cmd_inspect.hpp")
-#include "cmd_inspect.hpp"  // defines: register_inspect
-#define LOOM_BERT_HAS_INSPECT 1
-#endif
 
 namespace {
 
@@ -32,9 +29,7 @@ int main(int argc, char** argv) {
   CLI::App app{"loom-bert: BERT tokenization, inspection, training and serving with loom", "loom-bert"};
   app.require_subcommand(1);
   loom_bert::register_tokenize(app);
-#ifdef LOOM_BERT_HAS_INSPECT
   loom_bert::register_inspect(app);
-#endif
   try {
     app.parse(argc, argv);  // subcommand callbacks run inside parse
   } catch (const CLI::CallForHelp& e) {
