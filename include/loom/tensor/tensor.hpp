@@ -22,6 +22,7 @@ class tensor {
   using value_type = T;
   using device_type = Device;
 
+  /// An empty tensor (shape [0], no storage): what optional buffers are when not provided.
   tensor() = default;
 
   /// Uninitialised contiguous tensor (on CUDA: allocated on the current stream).
@@ -43,6 +44,7 @@ class tensor {
   const storage& get_storage() const noexcept { return storage_; }
   int device_index() const noexcept { return storage_.device; }
   bool is_contiguous() const noexcept { return view_.is_contiguous(); }
+  bool empty() const noexcept { return numel() == 0; }
 
   /// Element access on the host (row-major indices; negative indices are not wrapped).
   template <std::integral... I>
@@ -93,6 +95,11 @@ class tensor {
 
   /// Same elements, new shape (one extent may be -1). Only for contiguous tensors: call contiguous() first.
   tensor reshape(std::initializer_list<index_t> extents) const { return reshape(std::vector<index_t>(extents)); }
+  tensor reshape(const shape& extents) const {
+    std::vector<index_t> v;
+    for (int d = 0; d < extents.rank(); ++d) v.push_back(extents[d]);
+    return reshape(std::move(v));
+  }
   tensor reshape(std::vector<index_t> extents) const {
     index_t known = 1;
     int inferred = -1;
@@ -173,7 +180,7 @@ class tensor {
 
  private:
   storage storage_;
-  strided<T> view_;
+  strided<T> view_{nullptr, shape{0}, shape{1}};
 };
 
 }  // namespace loom
