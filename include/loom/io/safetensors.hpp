@@ -296,6 +296,9 @@ class safetensors_view {
     return v;
   }
 
+  /// A view of a temporary buffer would dangle at the end of the statement: keep the buffer in a variable.
+  static safetensors_view parse(std::vector<std::byte>&&, std::string = {}) = delete;
+
   const std::string& source() const noexcept { return source_; }
   /// All tensors, ordered by their offset in the data region.
   std::span<const st_tensor> tensors() const noexcept { return tensors_; }

@@ -48,6 +48,21 @@ inline st_failure st_parse_failure(const std::vector<std::byte>& bytes, std::str
   return {};
 }
 
+/// A parsed image that owns its bytes (a safetensors_view alone would point into a dead temporary).
+class parsed {
+ public:
+  explicit parsed(std::vector<std::byte> bytes)
+      : bytes_(std::move(bytes)), view_(loom::io::safetensors_view::parse(bytes_, "test.safetensors")) {}
+  parsed(const parsed&) = delete;
+  parsed& operator=(const parsed&) = delete;
+  const loom::io::safetensors_view* operator->() const noexcept { return &view_; }
+  const loom::io::safetensors_view& operator*() const noexcept { return view_; }
+
+ private:
+  std::vector<std::byte> bytes_;  // declared first: initialised before view_ points into it
+  loom::io::safetensors_view view_;
+};
+
 /// A fresh directory under the system temp dir, removed with its contents at scope exit.
 class temp_dir {
  public:

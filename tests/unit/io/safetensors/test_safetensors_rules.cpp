@@ -263,23 +263,23 @@ TEST_CASE("every rule has a distinct name", "[io][safetensors][rules]") {
 // ---- valid edge cases --------------------------------------------------------------------------------------------
 
 TEST_CASE("valid: empty header {} with no data", "[io][safetensors][edge]") {
-  const auto v = safetensors_view::parse(st_image("{}"));
-  CHECK(v.size() == 0);
-  CHECK(v.metadata().empty());
-  CHECK_FALSE(v.has_metadata());
+  const loom_test::parsed v(st_image("{}"));
+  CHECK(v->size() == 0);
+  CHECK(v->metadata().empty());
+  CHECK_FALSE(v->has_metadata());
   // As the Python library writes it: padded to 8 bytes with spaces.
-  CHECK(safetensors_view::parse(st_image("{}      ")).size() == 0);
+  CHECK(loom_test::parsed(st_image("{}      "))->size() == 0);
 }
 
 TEST_CASE("valid: header padded with JSON whitespace before and after", "[io][safetensors][edge]") {
   // The Rust crate's test_whitespace_padded_header and test_whitespace_leading_padded_header.
-  CHECK(safetensors_view::parse(st_image("{}\r \t\n")).size() == 0);
-  CHECK(safetensors_view::parse(st_image("\t\n{}\r ")).size() == 0);
+  CHECK(loom_test::parsed(st_image("{}\r \t\n"))->size() == 0);
+  CHECK(loom_test::parsed(st_image("\t\n{}\r "))->size() == 0);
   const std::string padded = "  {\"w\":{" + f32x2 + ",\"data_offsets\":[0,8]}}        ";
-  const auto v = safetensors_view::parse(st_image(padded, std::string(8, '\x01')));
-  REQUIRE(v.size() == 1);
-  CHECK(v.header_size() == padded.size());
-  CHECK(v.data_offset() == 8 + padded.size());
+  const loom_test::parsed v(st_image(padded, std::string(8, '\x01')));
+  REQUIRE(v->size() == 1);
+  CHECK(v->header_size() == padded.size());
+  CHECK(v->data_offset() == 8 + padded.size());
 }
 
 TEST_CASE("valid: shape [] is a scalar of one element", "[io][safetensors][edge]") {
@@ -287,20 +287,20 @@ TEST_CASE("valid: shape [] is a scalar of one element", "[io][safetensors][edge]
   std::string data(4, '\0');
   std::memcpy(data.data(), &x, 4);
   const auto bytes = st_image(R"({"s":{"dtype":"F32","shape":[],"data_offsets":[0,4]}})", data);
-  const auto v = safetensors_view::parse(bytes);
-  const auto& t = v.at("s");
+  const loom_test::parsed v(bytes);
+  const auto& t = v->at("s");
   CHECK(t.shape.empty());
   CHECK(t.numel() == 1);
-  CHECK(v.values<float>("s") == std::vector<float>{3.5f});
+  CHECK(v->values<float>("s") == std::vector<float>{3.5f});
 }
 
 TEST_CASE("valid: zero-element tensors take zero bytes, anywhere", "[io][safetensors][edge]") {
   // The Rust crate's test_zero_sized_tensor, then empty tensors before, between and after others.
-  const auto v1 = safetensors_view::parse(st_image(R"({"test":{"dtype":"I32","shape":[2,0],"data_offsets":[0,0]}})"));
-  CHECK(v1.at("test").numel() == 0);
-  CHECK(v1.at("test").bytes.empty());
-  CHECK(v1.values<std::int32_t>("test").empty());
-  const auto v2 = safetensors_view::parse(
+  const loom_test::parsed v1(st_image(R"({"test":{"dtype":"I32","shape":[2,0],"data_offsets":[0,0]}})"));
+  CHECK(v1->at("test").numel() == 0);
+  CHECK(v1->at("test").bytes.empty());
+  CHECK(v1->values<std::int32_t>("test").empty());
+  const loom_test::parsed v2(
       st_image(R"({"e0":{"dtype":"F16","shape":[0],"data_offsets":[0,0]},)"
                R"("a":{"dtype":"U8","shape":[3],"data_offsets":[0,3]},)"
                R"("e1":{"dtype":"I64","shape":[0,5],"data_offsets":[3,3]},)"
@@ -308,19 +308,19 @@ TEST_CASE("valid: zero-element tensors take zero bytes, anywhere", "[io][safeten
                R"("b":{"dtype":"I8","shape":[1],"data_offsets":[3,4]},)"
                R"("e3":{"dtype":"F64","shape":[0],"data_offsets":[4,4]}})",
                "abcd"));
-  CHECK(v2.size() == 6);
-  CHECK(v2.values<std::uint8_t>("a") == std::vector<std::uint8_t>{'a', 'b', 'c'});
-  CHECK(v2.values<std::int8_t>("b") == std::vector<std::int8_t>{'d'});
+  CHECK(v2->size() == 6);
+  CHECK(v2->values<std::uint8_t>("a") == std::vector<std::uint8_t>{'a', 'b', 'c'});
+  CHECK(v2->values<std::int8_t>("b") == std::vector<std::int8_t>{'d'});
 }
 
 TEST_CASE("valid: header order need not match data order; tensors() is in data order", "[io][safetensors][edge]") {
-  const auto v = safetensors_view::parse(
+  const loom_test::parsed v(
       st_image(R"({"z":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}})",
                "xyz"));
-  REQUIRE(v.size() == 2);
-  CHECK(v.tensors()[0].name == "z");
-  CHECK(v.tensors()[1].name == "a");
-  CHECK(v.tensors()[1].begin == 1);
+  REQUIRE(v->size() == 2);
+  CHECK(v->tensors()[0].name == "z");
+  CHECK(v->tensors()[1].name == "a");
+  CHECK(v->tensors()[1].begin == 1);
 }
 
 TEST_CASE("valid: unaligned data (odd header length) still reads correctly", "[io][safetensors][edge]") {
@@ -329,28 +329,28 @@ TEST_CASE("valid: unaligned data (odd header length) still reads correctly", "[i
   std::memcpy(data.data(), d, 16);
   const std::string header = R"({"d":{"dtype":"F64","shape":[2],"data_offsets":[0,16]}})";  // 55 bytes
   REQUIRE(header.size() % 8 != 0);
-  const auto v = safetensors_view::parse(st_image(header, data));
-  CHECK(v.values<double>("d") == std::vector<double>{1.25, -7.5});
-  CHECK(v.to_f32("d") == std::vector<float>{1.25f, -7.5f});
+  const loom_test::parsed v(st_image(header, data));
+  CHECK(v->values<double>("d") == std::vector<double>{1.25, -7.5});
+  CHECK(v->to_f32("d") == std::vector<float>{1.25f, -7.5f});
 }
 
 TEST_CASE("valid: metadata, unicode names and JSON escapes", "[io][safetensors][edge]") {
-  const auto v = safetensors_view::parse(st_image(
+  const loom_test::parsed v(st_image(
       R"({"__metadata__":{"format":"pt","note":"line\nbreak \u00e9"},"层.权重\"q\"":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})",
       std::string("\x01\x00", 2)));
-  CHECK(v.has_metadata());
-  CHECK(v.metadata().at("format") == "pt");
-  CHECK(v.metadata().at("note") == "line\nbreak \xc3\xa9");
-  CHECK(v.find("层.权重\"q\"") != nullptr);
-  CHECK(v.values<bool>("层.权重\"q\"") == std::vector<bool>{true, false});
+  CHECK(v->has_metadata());
+  CHECK(v->metadata().at("format") == "pt");
+  CHECK(v->metadata().at("note") == "line\nbreak \xc3\xa9");
+  CHECK(v->find("层.权重\"q\"") != nullptr);
+  CHECK(v->values<bool>("层.权重\"q\"") == std::vector<bool>{true, false});
   // Empty __metadata__ object is fine too.
-  CHECK(safetensors_view::parse(st_image(R"({"__metadata__":{}})")).has_metadata());
+  CHECK(loom_test::parsed(st_image(R"({"__metadata__":{}})"))->has_metadata());
 }
 
 TEST_CASE("valid: BOOL bytes other than 0/1 read as true, not as invalid bool objects", "[io][safetensors][edge]") {
-  const auto v = safetensors_view::parse(
+  const loom_test::parsed v(
       st_image(R"({"m":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]}})", std::string("\x00\x02\xff", 3)));
-  CHECK(v.values<bool>("m") == std::vector<bool>{false, true, true});
+  CHECK(v->values<bool>("m") == std::vector<bool>{false, true, true});
 }
 
 TEST_CASE("fuzz corpus (seeds and past crashes) only ever raises loom errors", "[io][safetensors][fuzz]") {
