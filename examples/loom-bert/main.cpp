@@ -10,13 +10,18 @@
 #include <loom/core/error.hpp>
 
 #include "cmd_inspect.hpp"   // defines: register_inspect
+#include "cmd_bench.hpp"     // defines: register_bench
+#include "cmd_embed.hpp"     // defines: register_embed
+#include "cmd_info.hpp"      // defines: register_info
+#include "cmd_predict.hpp"   // defines: register_predict
 #include "cmd_tokenize.hpp"  // defines: register_tokenize
 
 namespace {
 
 /// Errors are one line on stderr: a multi-line message (e.g. a JSON parser's) is folded.
 int fail(const std::string& message) {
-  std::string line = message;
+  // LOOM_CHECK appends "[check `cond` failed at file:line]" for developers; a user needs the sentence before it.
+  std::string line = message.substr(0, message.find(" [check `"));
   for (char& c : line)
     if (c == '\n' || c == '\r') c = ' ';
   std::cerr << "loom-bert: error: " << line << std::endl;
@@ -29,6 +34,10 @@ int main(int argc, char** argv) {
   CLI::App app{"loom-bert: BERT tokenization, inspection, training and serving with loom", "loom-bert"};
   app.require_subcommand(1);
   loom_bert::register_tokenize(app);
+  loom_bert::register_predict(app);
+  loom_bert::register_embed(app);
+  loom_bert::register_info(app);
+  loom_bert::register_bench(app);
   loom_bert::register_inspect(app);
   try {
     app.parse(argc, argv);  // subcommand callbacks run inside parse

@@ -56,8 +56,8 @@ inline memory_plan plan_memory(const io::bert_config& c, std::int64_t batch, std
     // (2I), in elements; LN statistics and lse in fp32.
     const std::int64_t per_layer = N * (3 * H + 7 * H + 2 * I) * param_bytes +
                                    (4 * N + batch * c.num_attention_heads * seq) * 4;
-    // Embedding output and its LN input; backward scratch (dx, dsum, dh1, dtmp, dctx: 5H; dinter: I; dqkv: 3H).
-    const std::int64_t shared = N * (2 * H + 8 * H + I + 3 * H) * param_bytes + 2 * N * 4;
+    // Embedding output and its LN input (2H); backward scratch (dx, dsum, dh1, dctx: 4H; dinter: I; dqkv: 3H).
+    const std::int64_t shared = N * (2 * H + 4 * H + I + 3 * H) * param_bytes + 2 * N * 4;
     m.activations = L * per_layer + shared;
   } else {
     // One layer's buffers reused by every layer, plus two alternating outputs and the embedding output.

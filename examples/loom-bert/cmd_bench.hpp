@@ -1,0 +1,96 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// loom-bert bench: inference latency and throughput of a BERT classifier (random weights unless --model), one JSON
+// line per shape in the format of ../shared/bench/hf_bert.py so the two can be read side by side.
+#pragma once
+
+#include <cstdio>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include <loom/core/memory_stats.hpp>
+#include <loom/models/bert/plan.hpp>
+
+#include "runner.hpp"
+
+namespace loom_bert {
+
+struct bench_options {
+  std::string model_dir, config_file, size = "base", device = "cuda", precision = "bf16";
+  std::vector<std::int64_t> batches{8}, seqs{128};
+  int iters = 50;
+  bool no_graph = false;
+};
+
+/// BERT-base and -large as hf_bert.py builds them (2 labels).
+inline loom::io::bert_config standard_config(const std::string& size) {
+  loom::io::bert_config c;
+  if (size == "large") {
+    c.hidden_size = 1024;
+    c.num_hidden_layers = 24;
+    c.num_attention_heads = 16;
+    c.intermediate_size = 4096;
+  } else {
+    LOOM_CHECK(size == "base", "--size must be base or large, got '" + size + "'");
+  }
+  return c;
+}
+
+inline void run_bench(const bench_options& o) {
+  model_source src;
+  if (!o.model_dir.empty()) {
+    src.config = loom::io::bert_config::load(std::filesystem::path(o.model_dir) / "config.json");
+    src.weights = std::filesystem::path(o.model_dir) / "model.safetensors";
+  } else if (!o.config_file.empty()) {
+    src.config = loom::io::bert_config::load(o.config_file);
+  } else {
+    src.config = standard_config(o.size);
+  }
+  auto r = make_runner(src, o.device, o.precision);
+  const std::string name = !o.model_dir.empty() ? o.model_dir : !o.config_file.empty() ? o.config_file : o.size;
+  for (std::int64_t B : o.batches) {
+    for (std::int64_t S : o.seqs) {
+      LOOM_CHECK(S <= src.config.max_position_embeddings, "--seq " + std::to_string(S) + " exceeds max_position_embeddings");
+      token_batch b;
+      b.rows = B;
+      b.seq = S;
+      // Deterministic non-trivial ids; every row full length (the shape PyTorch's benchmark uses).
+      for (std::int64_t i = 0; i < B * S; ++i) {
+        b.input_ids.push_back(static_cast<std::int32_t>(1000 + (i * 7919) % (src.config.vocab_size - 1000)));
+        b.token_type_ids.push_back(0);
+      }
+      b.lengths.assign(static_cast<std::size_t>(B), static_cast<std::int32_t>(S));
+      const bool graph = o.device == "cuda" && !o.no_graph;
+      const double ms = r->bench(b, o.iters, graph);
+      const double tflops = loom::bert::forward_flops(r->cfg(), S) * B / (ms * 1e-3) / 1e12;
+      const auto mem = loom::get_memory_stats(o.device == "cuda" ? 0 : -1);
+      std::printf("{\"kind\": \"infer\", \"impl\": \"loom\", \"model\": \"%s\", \"batch\": %lld, \"seq\": %lld, "
+                  "\"dtype\": \"%s\", \"device\": \"%s\", \"graph\": %s, \"latency_ms\": %.4f, \"seq_per_s\": %.1f, "
+                  "\"tflops\": %.1f, \"peak_gib\": %.3f}\n",
+                  name.c_str(), static_cast<long long>(B), static_cast<long long>(S), o.precision.c_str(),
+                  o.device.c_str(), graph ? "true" : "false", ms, B / (ms * 1e-3), tflops,
+                  static_cast<double>(mem.peak_bytes) / (1ull << 30));
+      std::fflush(stdout);
+    }
+  }
+}
+
+inline void register_bench(CLI::App& app) {
+  auto o = std::make_shared<bench_options>();
+  CLI::App* sub = app.add_subcommand("bench", "inference latency/throughput (JSON lines, as ../shared/bench/hf_bert.py)");
+  sub->add_option("--model", o->model_dir, "model folder (default: random weights)");
+  sub->add_option("--config", o->config_file, "a config.json (random weights)");
+  sub->add_option("--size", o->size, "base or large, when neither --model nor --config")->capture_default_str();
+  sub->add_option("--batch", o->batches, "batch sizes")->capture_default_str();
+  sub->add_option("--seq", o->seqs, "sequence lengths")->capture_default_str();
+  sub->add_option("--iters", o->iters, "forward passes per timed round")->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  sub->add_option("--device", o->device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
+  sub->add_option("--precision", o->precision, "fp32, bf16 or fp16")->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  sub->add_flag("--no-graph", o->no_graph, "launch kernels one by one instead of replaying a CUDA graph");
+  sub->callback([o] { run_bench(*o); });
+}
+
+}  // namespace loom_bert

@@ -1,0 +1,62 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// loom-bert info: a model's sizes, parameter count, FLOPs per sequence and memory plan, before running anything.
+#pragma once
+
+#include <cstdio>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include <loom/models/bert/plan.hpp>
+
+namespace loom_bert {
+
+struct info_options {
+  std::string model_dir, config_file, precision = "bf16";
+  std::int64_t batch = 32, seq = 128;
+};
+
+inline void run_info(const info_options& o) {
+  LOOM_CHECK(!o.model_dir.empty() || !o.config_file.empty(), "info needs --model DIR or --config FILE");
+  const std::filesystem::path cfg_path =
+      o.config_file.empty() ? std::filesystem::path(o.model_dir) / "config.json" : std::filesystem::path(o.config_file);
+  const auto cfg = loom::io::bert_config::load(cfg_path);
+  const int bytes = o.precision == "fp32" ? 4 : 2;
+  const auto mib = [](std::int64_t b) { return static_cast<double>(b) / (1 << 20); };
+  std::printf("model          %s\n", cfg_path.string().c_str());
+  std::printf("architecture   %lld layers, hidden %lld, %lld heads (head dim %lld), intermediate %lld, vocab %lld, "
+              "positions %lld, %lld labels\n",
+              static_cast<long long>(cfg.num_hidden_layers), static_cast<long long>(cfg.hidden_size),
+              static_cast<long long>(cfg.num_attention_heads), static_cast<long long>(cfg.head_dim()),
+              static_cast<long long>(cfg.intermediate_size), static_cast<long long>(cfg.vocab_size),
+              static_cast<long long>(cfg.max_position_embeddings), static_cast<long long>(cfg.num_labels()));
+  std::printf("parameters     %lld (%.1f MiB in %s)\n", static_cast<long long>(loom::bert::parameter_count(cfg)),
+              mib(loom::bert::parameter_count(cfg) * bytes), o.precision.c_str());
+  std::printf("policy         precision %s, parallel single\n", o.precision.c_str());
+  const double f = loom::bert::forward_flops(cfg, o.seq);
+  std::printf("FLOPs/sequence %.3f GFLOP forward, %.3f GFLOP training step (seq %lld)\n", f / 1e9, 3 * f / 1e9,
+              static_cast<long long>(o.seq));
+  for (bool training : {false, true}) {
+    const auto m = loom::bert::plan_memory(cfg, o.batch, o.seq, bytes, training);
+    std::printf("%-14s batch %lld x seq %lld: parameters %.1f MiB, gradients %.1f MiB, optimizer %.1f MiB, "
+                "activations %.1f MiB, total %.1f MiB\n",
+                training ? "training" : "inference", static_cast<long long>(o.batch), static_cast<long long>(o.seq),
+                mib(m.parameters), mib(m.gradients), mib(m.optimizer), mib(m.activations), mib(m.total()));
+  }
+}
+
+inline void register_info(CLI::App& app) {
+  auto o = std::make_shared<info_options>();
+  CLI::App* sub = app.add_subcommand("info", "parameter count, FLOPs per sequence and memory plan of a model");
+  sub->add_option("--model", o->model_dir, "model folder with config.json");
+  sub->add_option("--config", o->config_file, "a config.json");
+  sub->add_option("--batch", o->batch, "batch size for the memory plan")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--seq", o->seq, "sequence length")->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--precision", o->precision, "fp32, bf16 or fp16")->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  sub->callback([o] { run_info(*o); });
+}
+
+}  // namespace loom_bert

@@ -1,0 +1,83 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// The flags predict and embed share: model folder, input table, batching, device and precision.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "cmd_tokenize.hpp"  // defines: tokenize_detail::read_tokenizer_config
+#include "runner.hpp"
+#include "text_batches.hpp"
+
+namespace loom_bert {
+
+struct model_options {
+  std::string model_dir, input = "-", output = "-", format, text_column = "text", text_b_column;
+  std::size_t batch = 32, max_seq_len = 0;
+  bool no_truncate = false;
+  std::string device = "cpu", precision = "fp32";
+
+  void add_to(CLI::App* sub) {
+    sub->add_option("--model", model_dir, "model folder: config.json, model.safetensors, vocab.txt")->required();
+    sub->add_option("--input", input, "input table, or - for standard input")->capture_default_str();
+    sub->add_option("--output", output, "output file, or - for standard output")->capture_default_str();
+    sub->add_option("--format", format, "tsv, csv or jsonl (default: from the input's extension)")
+        ->check(CLI::IsMember({"tsv", "csv", "jsonl"}));
+    sub->add_option("--text-column", text_column, "column (or JSON key) holding the text")->capture_default_str();
+    sub->add_option("--text-b-column", text_b_column, "column holding the second text of a pair");
+    sub->add_option("--batch", batch, "rows per batch (rows are grouped by length)")->capture_default_str()
+        ->check(CLI::Range(std::size_t{1}, std::size_t{65536}));
+    sub->add_option("--max-seq-len", max_seq_len, "tokens per row at most (default: max_position_embeddings)");
+    sub->add_flag("--no-truncate", no_truncate, "refuse rows longer than --max-seq-len instead of cutting them");
+    sub->add_option("--device", device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
+    sub->add_option("--precision", precision, "fp32, bf16 or fp16")->capture_default_str()
+        ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  }
+
+  std::filesystem::path dir() const {
+    const std::filesystem::path d = model_dir;
+    LOOM_CHECK(std::filesystem::is_directory(d), "--model " + model_dir + ": not a folder");
+    for (const char* f : {"config.json", "model.safetensors", "vocab.txt"})
+      LOOM_CHECK(std::filesystem::exists(d / f), "--model " + model_dir + ": " + f + " is missing");
+    return d;
+  }
+
+  model_source source(bool classifier) const {
+    return {loom::io::bert_config::load(dir() / "config.json"), dir() / "model.safetensors", classifier};
+  }
+
+  loom::io::wordpiece_tokenizer tokenizer() const {
+    loom::io::wordpiece_options wo;
+    if (std::filesystem::exists(dir() / "tokenizer_config.json"))
+      wo = tokenize_detail::read_tokenizer_config(dir() / "tokenizer_config.json");
+    return loom::io::wordpiece_tokenizer::from_file(dir() / "vocab.txt", wo);
+  }
+
+  /// --max-seq-len, checked against the model's positions.
+  std::size_t seq_limit(const loom::io::bert_config& cfg) const {
+    const auto positions = static_cast<std::size_t>(cfg.max_position_embeddings);
+    const std::size_t n = max_seq_len ? max_seq_len : positions;
+    LOOM_CHECK(n <= positions, "--max-seq-len " + std::to_string(n) + " exceeds the model's max_position_embeddings " +
+                                   std::to_string(positions));
+    LOOM_CHECK(n >= 2, "--max-seq-len must leave room for [CLS] and [SEP]");
+    return n;
+  }
+};
+
+/// Writes `text` to the --output target ("-" is standard output); errors name the file.
+inline void write_output(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return;
+  }
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  LOOM_CHECK(f != nullptr, "--output " + path + ": cannot open for writing");
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  LOOM_CHECK(std::fclose(f) == 0 && ok, "--output " + path + ": write failed (disk full?)");
+}
+
+}  // namespace loom_bert

@@ -1,0 +1,54 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// runner: a loaded BERT behind a device/precision-erased interface, so the CLI picks both at run time while each
+// (device, precision) pair is compiled once, in its own translation unit (runner_*.cpp / runner_*.cu).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <loom/io/bert_config.hpp>
+
+namespace loom_bert {
+
+/// A right-padded batch of token ids on the host (row-major [rows, seq]).
+struct token_batch {
+  std::int64_t rows = 0, seq = 0;
+  std::vector<std::int32_t> input_ids, token_type_ids, lengths;
+};
+
+enum class pooling { cls, mean };
+
+class runner {
+ public:
+  virtual ~runner() = default;
+  virtual const loom::io::bert_config& cfg() const = 0;
+  /// Classifier logits, [rows, num_labels] row-major, as float.
+  virtual std::vector<float> classify(const token_batch& b) = 0;
+  /// Sentence vectors [rows, hidden]: the [CLS] hidden state, or the mean over real tokens (sentence-transformers).
+  virtual std::vector<float> embed(const token_batch& b, pooling p) = 0;
+  /// Times `iters` forward passes of `b` after warm-up; with `graph` (CUDA) the pass is captured once in a CUDA
+  /// graph and replayed. Returns milliseconds per forward (median of 5 timed rounds).
+  virtual double bench(const token_batch& b, int iters, bool graph) = 0;
+  /// Checkpoint tensors the model did not find and initialised, and tensors it did not use.
+  std::vector<std::string> initialized, unused;
+};
+
+/// What a runner is built from: a config, and the weights to load (empty: initialise randomly, for benchmarks).
+struct model_source {
+  loom::io::bert_config config;
+  std::filesystem::path weights;  ///< a model.safetensors, or empty
+  bool classifier = true;         ///< build the sequence-classification head (predict) or not (embed)
+};
+
+/// device: "cpu" | "cuda"; precision: "fp32" | "bf16" | "fp16".
+std::unique_ptr<runner> make_runner(const model_source& src, const std::string& device, const std::string& precision);
+
+// One factory per compiled configuration (defined in runner_*.cpp/.cu).
+std::unique_ptr<runner> make_host_fp32_runner(const model_source& src);
+std::unique_ptr<runner> make_cuda_runner(const model_source& src, const std::string& precision);
+
+}  // namespace loom_bert

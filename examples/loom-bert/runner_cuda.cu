@@ -1,0 +1,20 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// The CUDA runners' dispatch; each precision's model is compiled in its own TU (runner_cuda_<precision>.cu).
+#include "runner.hpp"
+
+#include <loom/core/error.hpp>
+
+namespace loom_bert {
+
+std::unique_ptr<runner> make_cuda_fp32_runner(const model_source& src);
+std::unique_ptr<runner> make_cuda_bf16_runner(const model_source& src);
+std::unique_ptr<runner> make_cuda_fp16_runner(const model_source& src);
+
+std::unique_ptr<runner> make_cuda_runner(const model_source& src, const std::string& precision) {
+  if (precision == "fp32") return make_cuda_fp32_runner(src);
+  if (precision == "bf16") return make_cuda_bf16_runner(src);
+  return make_cuda_fp16_runner(src);
+}
+
+}  // namespace loom_bert

@@ -1,0 +1,30 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// The host runner (fp32), and the run-time choice between compiled configurations.
+#include "runner_impl.hpp"
+
+namespace loom_bert {
+
+std::unique_ptr<runner> make_host_fp32_runner(const model_source& src) {
+  return std::make_unique<runner_impl<loom::precision::fp32, loom::host>>(src);
+}
+
+#if !defined(LOOM_BERT_WITH_CUDA)
+std::unique_ptr<runner> make_cuda_runner(const model_source&, const std::string&) {
+  throw loom::invalid_argument("--device cuda: this loom-bert was built without CUDA (configure with LOOM_CUDA=ON)");
+}
+#endif
+
+std::unique_ptr<runner> make_runner(const model_source& src, const std::string& device, const std::string& precision) {
+  LOOM_CHECK(precision == "fp32" || precision == "bf16" || precision == "fp16",
+             "--precision must be fp32, bf16 or fp16, got '" + precision + "'");
+  if (device == "cpu") {
+    LOOM_CHECK(precision == "fp32", "--device cpu runs in fp32 (bf16/fp16 are for --device cuda), got --precision " +
+                                        precision);
+    return make_host_fp32_runner(src);
+  }
+  LOOM_CHECK(device == "cuda", "--device must be cpu or cuda, got '" + device + "'");
+  return make_cuda_runner(src, precision);
+}
+
+}  // namespace loom_bert

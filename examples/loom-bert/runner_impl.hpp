@@ -1,0 +1,141 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// The runner for one (precision, device): included only by the runner_*.cpp/.cu translation units.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include <loom/loom.hpp>
+#include <loom/models/bert/model.hpp>
+#include <loom/models/bert/weights.hpp>
+
+#include "runner.hpp"
+
+namespace loom_bert {
+
+template <class Precision, class Device>
+class runner_impl final : public runner {
+ public:
+  using model_t = loom::bert::model<Precision, loom::parallel::single, Device>;
+  using T = typename model_t::T;
+
+  explicit runner_impl(const model_source& src) : model_(src.config, src.classifier) {
+    if (src.weights.empty()) {
+      loom::bert::init_weights(model_, /*seed=*/1);
+      return;
+    }
+    const auto report = loom::bert::load_safetensors(model_, src.weights);
+    initialized = report.initialized;
+    unused = report.unused;
+  }
+
+  const loom::io::bert_config& cfg() const override { return model_.cfg(); }
+
+  std::vector<float> classify(const token_batch& b) override {
+    model_.forward(upload(b));
+    return to_floats(model_.logits());
+  }
+
+  std::vector<float> embed(const token_batch& b, pooling p) override {
+    model_.forward(upload(b));
+    const std::int64_t H = model_.cfg().hidden_size;
+    const auto hidden = loom::to<loom::host>(loom::contiguous(model_.hidden()));
+    std::vector<float> out(static_cast<std::size_t>(b.rows * H));
+    for (std::int64_t r = 0; r < b.rows; ++r) {
+      const std::int64_t n = p == pooling::cls ? 1 : std::max<std::int32_t>(b.lengths[r], 1);
+      for (std::int64_t h = 0; h < H; ++h) {
+        double acc = 0;
+        for (std::int64_t s = 0; s < n; ++s) acc += static_cast<double>(loom::convert<float>(hidden(r, s, h)));
+        out[r * H + h] = static_cast<float>(acc / static_cast<double>(n));
+      }
+    }
+    return out;
+  }
+
+  double bench(const token_batch& tb, int iters, bool graph) override {
+    const loom::bert::batch<Device> b = upload(tb);
+    std::vector<double> rounds;
+    if constexpr (std::is_same_v<Device, loom::host>) {
+      model_.forward(b);
+      for (int r = 0; r < 5; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < iters; ++i) model_.forward(b);
+        rounds.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / iters);
+      }
+    } else {
+#if LOOM_CUDA_COMPILER
+      // Our own stream: capture cannot use the legacy or per-thread default stream.
+      loom::cuda_stream stream;
+      loom::stream_guard guard(stream);
+      for (int i = 0; i < 3; ++i) model_.forward(b);  // warm-up: buffers, cuBLASLt plans, module loading
+      cudaGraphExec_t exec = nullptr;
+      if (graph) {
+        cudaGraph_t g = nullptr;
+        LOOM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        model_.forward(b);
+        LOOM_CUDA_CHECK(cudaStreamEndCapture(stream, &g));
+        LOOM_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+        LOOM_CUDA_CHECK(cudaGraphDestroy(g));
+      }
+      auto once = [&] {
+        if (graph) LOOM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+        else model_.forward(b);
+      };
+      for (int i = 0; i < 3; ++i) once();
+      cudaEvent_t start, stop;
+      LOOM_CUDA_CHECK(cudaEventCreate(&start));
+      LOOM_CUDA_CHECK(cudaEventCreate(&stop));
+      for (int r = 0; r < 5; ++r) {
+        LOOM_CUDA_CHECK(cudaEventRecord(start, stream));
+        for (int i = 0; i < iters; ++i) once();
+        LOOM_CUDA_CHECK(cudaEventRecord(stop, stream));
+        LOOM_CUDA_CHECK(cudaEventSynchronize(stop));
+        float ms = 0;
+        LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        rounds.push_back(static_cast<double>(ms) / iters);
+      }
+      cudaEventDestroy(start);
+      cudaEventDestroy(stop);
+      if (exec) cudaGraphExecDestroy(exec);
+#endif
+    }
+    std::sort(rounds.begin(), rounds.end());
+    return rounds[rounds.size() / 2];
+  }
+
+ private:
+  loom::bert::batch<Device> upload(const token_batch& b) {
+    using loom::tensor;
+    auto host_tensor = [](const std::vector<std::int32_t>& v, loom::shape s) {
+      tensor<std::int32_t, loom::host> t(s);
+      std::copy(v.begin(), v.end(), t.data());
+      return t;
+    };
+    for (std::int32_t id : b.input_ids)
+      LOOM_CHECK(id >= 0 && id < model_.cfg().vocab_size,
+                 "token id " + std::to_string(id) + " is outside the model's vocabulary of " +
+                     std::to_string(model_.cfg().vocab_size) + " (vocab.txt and config.json disagree)");
+    for (std::int32_t t : b.token_type_ids)
+      LOOM_CHECK(t >= 0 && t < model_.cfg().type_vocab_size,
+                 "token type " + std::to_string(t) + " is outside type_vocab_size " +
+                     std::to_string(model_.cfg().type_vocab_size));
+    loom::bert::batch<Device> d;
+    d.input_ids = loom::to<Device>(host_tensor(b.input_ids, {b.rows, b.seq}));
+    d.token_type_ids = loom::to<Device>(host_tensor(b.token_type_ids, {b.rows, b.seq}));
+    d.lengths = loom::to<Device>(host_tensor(b.lengths, {b.rows}));
+    return d;
+  }
+
+  static std::vector<float> to_floats(const loom::tensor<T, Device>& t) {
+    const auto h = loom::to<loom::host>(loom::contiguous(t));
+    std::vector<float> out(static_cast<std::size_t>(h.numel()));
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = loom::convert<float>(h.data()[i]);
+    return out;
+  }
+
+  model_t model_;
+};
+
+}  // namespace loom_bert

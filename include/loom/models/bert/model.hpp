@@ -1,0 +1,463 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// bert::model<Precision, Parallel, Device>: BERT encoder (+ pooler, + sequence-classification head), forward and
+// backward, over parameters in one flat buffer registered with their HuggingFace names.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../../autograd/derivative.hpp"
+#include "../../io/bert_config.hpp"
+#include "../../kernels/attention.hpp"
+#include "../../kernels/cross_entropy.hpp"
+#include "../../kernels/embedding.hpp"
+#include "../../kernels/gemm.hpp"
+#include "../../kernels/layer_norm.hpp"
+#include "../../nn/param_store.hpp"
+#include "../../parallel/policy.hpp"
+#include "../../precision/policy.hpp"
+#include "../../tensor/assign.hpp"
+
+namespace loom::bert {
+
+using config = io::bert_config;
+using autograd::grad_mode;
+
+/// inference: no dropout, activations overwritten layer by layer; training: dropout on, every activation the
+/// backward pass needs is kept.
+enum class mode { inference, training };
+
+/// A right-padded batch of token ids, on the model's device.
+template <device_tag Device>
+struct batch {
+  tensor<std::int32_t, Device> input_ids;       ///< [B, S]
+  tensor<std::int32_t, Device> token_type_ids;  ///< [B, S]
+  tensor<std::int32_t, Device> lengths;         ///< [B]: real tokens per row (the attention mask's row sums)
+  tensor<std::int32_t, Device> labels;          ///< [B]: class ids (training / evaluation only)
+  index_t rows() const { return input_ids.extent(0); }
+  index_t seq() const { return input_ids.extent(1); }
+};
+
+/// HF parameter names (without the "bert." prefix that BertForSequenceClassification adds).
+namespace names {
+inline std::string layer(int i) { return "encoder.layer." + std::to_string(i) + "."; }
+}  // namespace names
+
+/// The weights of one encoder layer, as views into the flat buffer (or into the gradient buffer).
+template <class T, class Device>
+struct layer_params {
+  tensor<T, Device> qkv_w, qkv_b;            // [3H, H], [3H]: query, key, value packed
+  tensor<T, Device> attn_out_w, attn_out_b;  // [H, H], [H]
+  tensor<T, Device> ln1_g, ln1_b;            // [H]
+  tensor<T, Device> inter_w, inter_b;        // [I, H], [I]
+  tensor<T, Device> out_w, out_b;            // [H, I], [H]
+  tensor<T, Device> ln2_g, ln2_b;            // [H]
+};
+
+/// Activations of one encoder layer kept for backward ([N = B*S] rows).
+template <class T, class Device>
+struct layer_acts {
+  tensor<T, Device> input;            // [N, H] (the previous layer's output; not owned for layer > 0)
+  tensor<T, Device> qkv;              // [N, 3H]
+  tensor<T, Device> ctx;              // [N, H]
+  tensor<float, Device> lse;          // [B, heads, S]
+  tensor<T, Device> attn_out;         // [N, H] (after dropout)
+  tensor<T, Device> sum1, h1;         // [N, H]: input + attn_out, LN1 of it
+  tensor<float, Device> mean1, rstd1; // [N]
+  tensor<T, Device> inter_pre, inter; // [N, I]: before and after GELU
+  tensor<T, Device> ffn_out;          // [N, H] (after dropout)
+  tensor<T, Device> sum2, out;        // [N, H]
+  tensor<float, Device> mean2, rstd2; // [N]
+};
+
+/// BERT: embeddings -> N x post-LN encoder layer -> pooler (tanh) -> classifier.
+///
+/// \tparam Precision loom::precision::fp32 | bf16_mixed | fp16_mixed
+/// \tparam Parallel  loom::parallel::single (multi-rank policies keep the same parameter layout)
+/// \tparam Device    loom::host | loom::cuda
+///
+/// ```cpp
+/// auto cfg = loom::bert::config::load("model/config.json");
+/// loom::bert::model<loom::precision::fp32, loom::parallel::single, loom::host> m(cfg);
+/// loom::bert::load_safetensors(m, "model/model.safetensors");
+/// m.forward(batch);                 // m.logits(): [B, num_labels]
+/// ```
+template <precision::policy Precision, parallel::policy Parallel, device_tag Device>
+class model {
+ public:
+  using T = typename Precision::param_t;
+  using precision_type = Precision;
+  using parallel_type = Parallel;
+  using device_type = Device;
+
+  explicit model(const config& cfg, bool classifier_head = true) : cfg_(cfg), head_(classifier_head) {
+    cfg_.validate();
+    LOOM_CHECK(cfg_.position_embedding_type == "absolute",
+               "position_embedding_type '" + cfg_.position_embedding_type + "' is not supported (only 'absolute')");
+    LOOM_CHECK(cfg_.hidden_act == "gelu", "hidden_act '" + cfg_.hidden_act + "' is not supported (only 'gelu')");
+    register_params();
+    params_.allocate();
+    bind_views(params_.flat(), weights_, embed_, pooler_, classifier_);
+  }
+
+  const config& cfg() const { return cfg_; }
+  bool has_classifier() const { return head_; }
+  nn::param_store<T, Device>& params() { return params_; }
+  const nn::param_store<T, Device>& params() const { return params_; }
+
+  // ---- outputs of the last forward ---------------------------------------------------------------------------
+  /// Last hidden state [B, S, H].
+  tensor<T, Device> hidden() const { return last().out.reshape({rows_, seq_, cfg_.hidden_size}); }
+  /// Pooler output tanh(W h_CLS + b) [B, H].
+  const tensor<T, Device>& pooled() const { return pooled_; }
+  /// Classifier logits [B, num_labels].
+  const tensor<T, Device>& logits() const { return logits_; }
+  /// Mean cross-entropy of the last forward_loss (a rank-0 tensor on the device).
+  const tensor<float, Device>& loss() const { return loss_; }
+
+  /// Runs embeddings, encoder, pooler and classifier. Training mode applies dropout with (seed, step) as the
+  /// random stream and keeps the activations backward needs.
+  void forward(const batch<Device>& b, mode m = mode::inference, std::uint64_t seed = 0, std::uint64_t step = 0) {
+    check_batch(b);
+    mode_ = m;
+    seed_ = seed;
+    step_ = step;
+    ensure_activations(b.rows(), b.seq());
+    const index_t H = cfg_.hidden_size;
+    const float eps = static_cast<float>(cfg_.layer_norm_eps);
+    layer_acts<T, Device>& a0 = acts_[0];
+    embedding_forward(b.input_ids, b.token_type_ids, embed_.word, embed_.position, embed_.token_type,
+                               embed_.ln_g, embed_.ln_b, eps, embed_out_.reshape({rows_, seq_, H}),
+                               training() ? embed_sum_.reshape({rows_, seq_, H}) : tensor<T, Device>{},
+                               training() ? embed_mean_ : tensor<float, Device>{},
+                               training() ? embed_rstd_ : tensor<float, Device>{});
+    if (training()) dropout_inplace(embed_out_, dropout_stream(0, 0), cfg_.hidden_dropout_prob);
+    tensor<T, Device> x = embed_out_;
+    for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
+      layer_acts<T, Device>& a = training() ? acts_[l] : a0;
+      a.input = x;
+      // Inference reuses one set of buffers; the output alternates between two, never the input's.
+      if (!training()) a.out = ping_[l % 2];
+      layer_forward(weights_[l], a, b.lengths, l);
+      x = a.out;
+    }
+    // Pooler on the [CLS] rows: a strided view of the last hidden state, no copy.
+    const tensor<T, Device> cls = hidden().select(1, 0);
+    matmul(cls, pooler_.w, pooled_pre_, {.transpose_b = true, .epilogue = gemm_epilogue::bias}, pooler_.b);
+    pooled_ = tanh(pooled_pre_);
+    if (head_) {
+      const tensor<T, Device> pooled_in = training() ? dropout_copy(pooled_, dropout_stream(cfg_.num_hidden_layers + 1, 0),
+                                                                    cfg_.effective_classifier_dropout())
+                                                     : pooled_;
+      classifier_in_ = pooled_in;
+      matmul(pooled_in, classifier_.w, logits_, {.transpose_b = true, .epilogue = gemm_epilogue::bias}, classifier_.b);
+    }
+  }
+
+  /// forward + mean cross-entropy against b.labels (probabilities kept for backward).
+  void forward_loss(const batch<Device>& b, mode m = mode::training, std::uint64_t seed = 0, std::uint64_t step = 0) {
+    LOOM_CHECK(head_, "forward_loss needs the classification head");
+    LOOM_CHECK(b.labels.rank() == 1 && b.labels.extent(0) == b.rows(),
+               "labels must have shape [" + std::to_string(b.rows()) + "], got " + b.labels.extents().str());
+    forward(b, m, seed, step);
+    cross_entropy_forward(logits_, b.labels, loss_, losses_, probs_);
+  }
+
+  /// Gradients of the mean loss of the last forward_loss (training mode) into params().flat_grads().
+  /// `mode` accumulate adds to existing gradients (micro-batch accumulation); `loss_scale` multiplies the
+  /// loss's gradient (fp16 loss scaling, or 1/N for averaging over N micro-batches).
+  void backward(const batch<Device>& b, grad_mode gm = grad_mode::overwrite, float loss_scale = 1.0f) {
+    LOOM_CHECK(mode_ == mode::training, "backward needs a forward_loss in training mode");
+    params_.allocate_grads();
+    if (!grads_bound_) {
+      bind_views(params_.flat_grads(), dweights_, dembed_, dpooler_, dclassifier_);
+      grads_bound_ = true;
+    }
+    const index_t H = cfg_.hidden_size;
+    // Classifier and pooler.
+    cross_entropy_backward(probs_, b.labels, dlogits_, loss_scale);
+    linear_backward(dlogits_, classifier_in_, classifier_.w, dclassifier_.w, dclassifier_.b, dpooled_, gm);
+    if (cfg_.effective_classifier_dropout() > 0)
+      dropout_inplace(dpooled_, dropout_stream(cfg_.num_hidden_layers + 1, 0), cfg_.effective_classifier_dropout());
+    // d tanh: (1 - pooled^2)
+    dpooled_pre_ = dpooled_ * (1.0 - pooled_ * pooled_);
+    assign(dx_, 0.0);
+    const tensor<T, Device> dcls = dx_.reshape({rows_, seq_, H}).select(1, 0);
+    const tensor<T, Device> cls = hidden().select(1, 0);
+    linear_backward(dpooled_pre_, cls, pooler_.w, dpooler_.w, dpooler_.b, dcls, gm);
+    // Encoder, last layer first. dx_ holds d(layer output); each layer turns it into d(layer input).
+    for (int l = cfg_.num_hidden_layers - 1; l >= 0; --l) layer_backward(weights_[l], dweights_[l], acts_[l], b.lengths, l, gm);
+    // Embeddings.
+    if (cfg_.hidden_dropout_prob > 0) dropout_inplace(dx_, dropout_stream(0, 0), cfg_.hidden_dropout_prob);
+    layer_norm_backward(dx_, embed_sum_, embed_.ln_g, embed_mean_, embed_rstd_, dsum_, dembed_.ln_g,
+                                 dembed_.ln_b, gm, grad_mode::overwrite, ln_workspace_);
+    // The padding token's row gets no gradient, as nn.Embedding(padding_idx=pad_token_id) in transformers.
+    embedding_backward(dsum_.reshape({rows_, seq_, H}), b.input_ids, b.token_type_ids, dembed_.word,
+                                dembed_.position, dembed_.token_type, gm,
+                                static_cast<std::int32_t>(cfg_.pad_token_id.value_or(-1)), embed_workspace_);
+  }
+
+  /// Parameter gradients as views (after backward), by layer.
+  const std::vector<layer_params<T, Device>>& layer_grads() const { return dweights_; }
+
+ private:
+  struct embedding_params {
+    tensor<T, Device> word, position, token_type, ln_g, ln_b;
+  };
+  struct dense_params {
+    tensor<T, Device> w, b;
+  };
+
+  bool training() const { return mode_ == mode::training; }
+  const layer_acts<T, Device>& last() const { return training() ? acts_[cfg_.num_hidden_layers - 1] : acts_[0]; }
+
+  void register_params() {
+    const index_t H = cfg_.hidden_size, I = cfg_.intermediate_size;
+    params_.add("embeddings.word_embeddings.weight", {cfg_.vocab_size, H});
+    params_.add("embeddings.position_embeddings.weight", {cfg_.max_position_embeddings, H});
+    params_.add("embeddings.token_type_embeddings.weight", {cfg_.type_vocab_size, H});
+    params_.add("embeddings.LayerNorm.weight", {H});
+    params_.add("embeddings.LayerNorm.bias", {H});
+    for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
+      const std::string p = names::layer(l);
+      params_.add(p + "attention.self.query.weight", {H, H});
+      params_.add(p + "attention.self.key.weight", {H, H}, /*packed=*/true);
+      params_.add(p + "attention.self.value.weight", {H, H}, true);
+      params_.add(p + "attention.self.query.bias", {H});
+      params_.add(p + "attention.self.key.bias", {H}, true);
+      params_.add(p + "attention.self.value.bias", {H}, true);
+      params_.add(p + "attention.output.dense.weight", {H, H});
+      params_.add(p + "attention.output.dense.bias", {H});
+      params_.add(p + "attention.output.LayerNorm.weight", {H});
+      params_.add(p + "attention.output.LayerNorm.bias", {H});
+      params_.add(p + "intermediate.dense.weight", {I, H});
+      params_.add(p + "intermediate.dense.bias", {I});
+      params_.add(p + "output.dense.weight", {H, I});
+      params_.add(p + "output.dense.bias", {H});
+      params_.add(p + "output.LayerNorm.weight", {H});
+      params_.add(p + "output.LayerNorm.bias", {H});
+    }
+    params_.add("pooler.dense.weight", {H, H});
+    params_.add("pooler.dense.bias", {H});
+    if (head_) {
+      params_.add("classifier.weight", {cfg_.num_labels(), H});
+      params_.add("classifier.bias", {cfg_.num_labels()});
+    }
+  }
+
+  // Views of every parameter (of `buffer`: the values or the gradients) grouped the way the math uses them.
+  void bind_views(const tensor<T, Device>& buffer, std::vector<layer_params<T, Device>>& layers,
+                  embedding_params& e, dense_params& pooler, dense_params& classifier) const {
+    const index_t H = cfg_.hidden_size;
+    auto get = [&](const std::string& name) {
+      const nn::param_info& p = params_.info(name);
+      return buffer.slice(0, p.offset, p.offset + p.numel()).reshape(p.extents);
+    };
+    e = {get("embeddings.word_embeddings.weight"), get("embeddings.position_embeddings.weight"),
+         get("embeddings.token_type_embeddings.weight"), get("embeddings.LayerNorm.weight"),
+         get("embeddings.LayerNorm.bias")};
+    layers.clear();
+    for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
+      const std::string p = names::layer(l);
+      layers.push_back({params_.fused(buffer, p + "attention.self.query.weight", {3 * H, H}),
+                        params_.fused(buffer, p + "attention.self.query.bias", {3 * H}),
+                        get(p + "attention.output.dense.weight"), get(p + "attention.output.dense.bias"),
+                        get(p + "attention.output.LayerNorm.weight"), get(p + "attention.output.LayerNorm.bias"),
+                        get(p + "intermediate.dense.weight"), get(p + "intermediate.dense.bias"),
+                        get(p + "output.dense.weight"), get(p + "output.dense.bias"),
+                        get(p + "output.LayerNorm.weight"), get(p + "output.LayerNorm.bias")});
+    }
+    pooler = {get("pooler.dense.weight"), get("pooler.dense.bias")};
+    if (head_) classifier = {get("classifier.weight"), get("classifier.bias")};
+  }
+
+  void check_batch(const batch<Device>& b) const {
+    LOOM_CHECK(b.input_ids.rank() == 2, "input_ids must be [batch, seq], got " + b.input_ids.extents().str());
+    LOOM_CHECK(b.token_type_ids.extents() == b.input_ids.extents(),
+               "token_type_ids " + b.token_type_ids.extents().str() + " must match input_ids " +
+                   b.input_ids.extents().str());
+    LOOM_CHECK(b.lengths.rank() == 1 && b.lengths.extent(0) == b.rows(),
+               "lengths must be [" + std::to_string(b.rows()) + "], got " + b.lengths.extents().str());
+    LOOM_CHECK(b.seq() <= cfg_.max_position_embeddings,
+               "sequence length " + std::to_string(b.seq()) + " exceeds max_position_embeddings " +
+                   std::to_string(cfg_.max_position_embeddings));
+    LOOM_CHECK(b.rows() > 0 && b.seq() > 0, "empty batch " + b.input_ids.extents().str());
+  }
+
+  // Buffers sized for [rows, seq]; reallocated only when the shape changes (steady state allocates nothing).
+  void ensure_activations(index_t rows, index_t seq) {
+    const bool train = training();
+    if (rows == rows_ && seq == seq_ && train == acts_trained_) return;
+    rows_ = rows;
+    seq_ = seq;
+    acts_trained_ = train;
+    const index_t N = rows * seq, H = cfg_.hidden_size, I = cfg_.intermediate_size, heads = cfg_.num_attention_heads;
+    const int count = train ? static_cast<int>(cfg_.num_hidden_layers) : 1;
+    acts_.assign(count, {});
+    for (auto& a : acts_) {
+      a.qkv = tensor<T, Device>({N, 3 * H});
+      a.ctx = tensor<T, Device>({N, H});
+      a.attn_out = tensor<T, Device>({N, H});
+      a.h1 = tensor<T, Device>({N, H});
+      a.inter_pre = tensor<T, Device>({N, I});
+      a.inter = tensor<T, Device>({N, I});
+      a.ffn_out = tensor<T, Device>({N, H});
+      if (train) a.out = tensor<T, Device>({N, H});
+      if (train) {
+        a.lse = tensor<float, Device>({rows, heads, seq});
+        a.sum1 = tensor<T, Device>({N, H});
+        a.sum2 = tensor<T, Device>({N, H});
+        a.mean1 = tensor<float, Device>({N});
+        a.rstd1 = tensor<float, Device>({N});
+        a.mean2 = tensor<float, Device>({N});
+        a.rstd2 = tensor<float, Device>({N});
+      }
+    }
+    if (!train) ping_ = {tensor<T, Device>({N, H}), tensor<T, Device>({N, H})};
+    embed_out_ = tensor<T, Device>({N, H});
+    pooled_pre_ = tensor<T, Device>({rows, H});
+    pooled_ = tensor<T, Device>({rows, H});
+    if (head_) logits_ = tensor<T, Device>({rows, static_cast<index_t>(cfg_.num_labels())});
+    if (train) {
+      embed_sum_ = tensor<T, Device>({N, H});
+      embed_mean_ = tensor<float, Device>({N});
+      embed_rstd_ = tensor<float, Device>({N});
+      loss_ = tensor<float, Device>(shape{});
+      losses_ = tensor<float, Device>({rows});
+      ln_workspace_ = tensor<std::uint8_t, Device>(
+          {static_cast<index_t>(layer_norm_backward_workspace_bytes<Device>(N, H))});
+      embed_workspace_ = tensor<std::uint8_t, Device>({static_cast<index_t>(embedding_backward_workspace_bytes<Device>(
+          N, H, cfg_.vocab_size, cfg_.type_vocab_size))});
+      probs_ = tensor<float, Device>({rows, static_cast<index_t>(cfg_.num_labels())});
+      dlogits_ = tensor<T, Device>({rows, static_cast<index_t>(cfg_.num_labels())});
+      dpooled_ = tensor<T, Device>({rows, H});
+      dpooled_pre_ = tensor<T, Device>({rows, H});
+      dx_ = tensor<T, Device>({N, H});
+      dsum_ = tensor<T, Device>({N, H});
+      dh1_ = tensor<T, Device>({N, H});
+      dinter_ = tensor<T, Device>({N, I});
+      dqkv_ = tensor<T, Device>({N, 3 * H});
+      dctx_ = tensor<T, Device>({N, H});
+    }
+  }
+
+  void layer_forward(const layer_params<T, Device>& w, layer_acts<T, Device>& a, const tensor<std::int32_t, Device>& lengths,
+                     int l) {
+    const index_t H = cfg_.hidden_size;
+    const float eps = static_cast<float>(cfg_.layer_norm_eps);
+    const bool train = training();
+    // Self-attention: one fused QKV projection, fused attention, output projection.
+    matmul(a.input, w.qkv_w, a.qkv, {.transpose_b = true, .epilogue = gemm_epilogue::bias}, w.qkv_b);
+    attention_forward(a.qkv.reshape({rows_, seq_, 3, cfg_.num_attention_heads, H / cfg_.num_attention_heads}),
+                               lengths, a.ctx.reshape({rows_, seq_, H}), train ? a.lse : tensor<float, Device>{},
+                               attention_dropout_for(l));
+    matmul(a.ctx, w.attn_out_w, a.attn_out, {.transpose_b = true, .epilogue = gemm_epilogue::bias}, w.attn_out_b);
+    if (train) dropout_inplace(a.attn_out, dropout_stream(l + 1, 1), cfg_.hidden_dropout_prob);
+    add_layer_norm_forward(a.input, a.attn_out, w.ln1_g, w.ln1_b, eps, train ? a.sum1 : tensor<T, Device>{},
+                                    a.h1, train ? a.mean1 : tensor<float, Device>{},
+                                    train ? a.rstd1 : tensor<float, Device>{});
+    // Feed-forward: GELU kept apart from the GEMM in training (its input is needed for the backward).
+    if (train) {
+      matmul(a.h1, w.inter_w, a.inter_pre, {.transpose_b = true, .epilogue = gemm_epilogue::bias}, w.inter_b);
+      a.inter = gelu(a.inter_pre);
+    } else {
+      matmul(a.h1, w.inter_w, a.inter, {.transpose_b = true, .epilogue = gemm_epilogue::bias_gelu}, w.inter_b);
+    }
+    matmul(a.inter, w.out_w, a.ffn_out, {.transpose_b = true, .epilogue = gemm_epilogue::bias}, w.out_b);
+    if (train) dropout_inplace(a.ffn_out, dropout_stream(l + 1, 2), cfg_.hidden_dropout_prob);
+    add_layer_norm_forward(a.h1, a.ffn_out, w.ln2_g, w.ln2_b, eps, train ? a.sum2 : tensor<T, Device>{}, a.out,
+                                    train ? a.mean2 : tensor<float, Device>{}, train ? a.rstd2 : tensor<float, Device>{});
+  }
+
+  // dx_ holds d(out) on entry and d(input) on exit.
+  void layer_backward(const layer_params<T, Device>& w, const layer_params<T, Device>& dw, const layer_acts<T, Device>& a,
+                      const tensor<std::int32_t, Device>& lengths, int l, grad_mode gm) {
+    const index_t H = cfg_.hidden_size;
+    // out = LN2(h1 + ffn_out)
+    layer_norm_backward(dx_, a.sum2, w.ln2_g, a.mean2, a.rstd2, dsum_, dw.ln2_g, dw.ln2_b, gm,
+                                 grad_mode::overwrite, ln_workspace_);
+    // d h1 gets the residual share now and the FFN share below.
+    assign(dh1_, dsum_);
+    if (cfg_.hidden_dropout_prob > 0) dropout_inplace(dsum_, dropout_stream(l + 1, 2), cfg_.hidden_dropout_prob);
+    // ffn_out = inter W_out^T + b_out
+    linear_backward(dsum_, a.inter, w.out_w, dw.out_w, dw.out_b, dinter_, gm);
+    // inter = gelu(inter_pre): one fused pass for the derivative.
+    dinter_ = autograd::backprop<0>(gelu(autograd::variable<0>(a.inter_pre)), dinter_);
+    // inter_pre = h1 W_inter^T + b_inter; its input gradient adds into d h1.
+    linear_backward(dinter_, a.h1, w.inter_w, dw.inter_w, dw.inter_b, dh1_, gm, grad_mode::accumulate);
+    // h1 = LN1(input + attn_out)
+    layer_norm_backward(dh1_, a.sum1, w.ln1_g, a.mean1, a.rstd1, dsum_, dw.ln1_g, dw.ln1_b, gm,
+                                 grad_mode::overwrite, ln_workspace_);
+    assign(dx_, dsum_);  // residual share of d input
+    if (cfg_.hidden_dropout_prob > 0) dropout_inplace(dsum_, dropout_stream(l + 1, 1), cfg_.hidden_dropout_prob);
+    // attn_out = ctx W_o^T + b_o
+    linear_backward(dsum_, a.ctx, w.attn_out_w, dw.attn_out_w, dw.attn_out_b, dctx_, gm);
+    attention_backward(a.qkv.reshape({rows_, seq_, 3, cfg_.num_attention_heads, H / cfg_.num_attention_heads}),
+                                lengths, a.ctx.reshape({rows_, seq_, H}), dctx_.reshape({rows_, seq_, H}), a.lse,
+                                dqkv_.reshape({rows_, seq_, 3, cfg_.num_attention_heads, H / cfg_.num_attention_heads}),
+                                grad_mode::overwrite, attention_dropout_for(l));
+    // qkv = input W_qkv^T + b_qkv; its input gradient adds into d input.
+    linear_backward(dqkv_, a.input, w.qkv_w, dw.qkv_w, dw.qkv_b, dx_, gm, grad_mode::accumulate);
+  }
+
+  // y = x W^T + b: dW (+)= dy^T x, db (+)= sum_rows dy, dx (=|+=) dy W.
+  void linear_backward(const tensor<T, Device>& dy, const tensor<T, Device>& x, const tensor<T, Device>& weight,
+                       const tensor<T, Device>& dweight, const tensor<T, Device>& dbias, const tensor<T, Device>& dx,
+                       grad_mode param_mode, grad_mode input_mode = grad_mode::overwrite) {
+    const float beta = param_mode == grad_mode::accumulate ? 1.0f : 0.0f;
+    matmul(dy, x, dweight, {.transpose_a = true, .beta = beta});
+    autograd::store_grad(dbias, dy, param_mode);
+    matmul(dy, weight, dx, {.beta = input_mode == grad_mode::accumulate ? 1.0f : 0.0f});
+  }
+
+  // Dropout streams: (seed, offset) with the offset unique per step, layer and site, so masks are reproducible
+  // and independent of how a batch is split (element index = position in the tensor).
+  struct stream_id {
+    std::uint64_t seed, offset;
+  };
+  stream_id dropout_stream(int layer, int site) const {
+    return {seed_, (step_ << 20) | (static_cast<std::uint64_t>(layer) << 4) | static_cast<std::uint64_t>(site)};
+  }
+  loom::attention_dropout attention_dropout_for(int l) const {
+    if (!training() || cfg_.attention_probs_dropout_prob <= 0) return {};
+    const stream_id s = dropout_stream(l + 1, 3);
+    return {static_cast<float>(cfg_.attention_probs_dropout_prob), s.seed, s.offset};
+  }
+  static void dropout_inplace(const tensor<T, Device>& x, stream_id s, double p) {
+    if (p <= 0) return;
+    const double keep = 1.0 - p;
+    assign(x, where(uniform<float>(s.seed, s.offset) >= static_cast<float>(p), x * (1.0 / keep), 0.0));
+  }
+  tensor<T, Device> dropout_copy(const tensor<T, Device>& x, stream_id s, double p) {
+    if (p <= 0) return x;
+    dropped_pooled_ = tensor<T, Device>(x.extents());
+    const double keep = 1.0 - p;
+    assign(dropped_pooled_, where(uniform<float>(s.seed, s.offset) >= static_cast<float>(p), x * (1.0 / keep), 0.0));
+    return dropped_pooled_;
+  }
+
+  config cfg_;
+  bool head_;
+  nn::param_store<T, Device> params_;
+  std::vector<layer_params<T, Device>> weights_, dweights_;
+  embedding_params embed_, dembed_;
+  dense_params pooler_, dpooler_, classifier_, dclassifier_;
+  bool grads_bound_ = false;
+
+  mode mode_ = mode::inference;
+  std::uint64_t seed_ = 0, step_ = 0;
+  index_t rows_ = 0, seq_ = 0;
+  bool acts_trained_ = false;
+  std::vector<layer_acts<T, Device>> acts_;
+  std::array<tensor<T, Device>, 2> ping_;  // inference: alternating layer outputs
+  tensor<T, Device> embed_out_, embed_sum_, pooled_pre_, pooled_, logits_, classifier_in_, dropped_pooled_;
+  tensor<float, Device> embed_mean_, embed_rstd_, loss_, losses_, probs_;
+  tensor<std::uint8_t, Device> ln_workspace_, embed_workspace_;  // backward scratch, sized once per batch shape
+  tensor<T, Device> dlogits_, dpooled_, dpooled_pre_, dx_, dsum_, dh1_, dinter_, dqkv_, dctx_;
+};
+
+}  // namespace loom::bert

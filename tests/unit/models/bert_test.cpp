@@ -1,0 +1,213 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// BERT parity with transformers: logits, hidden states, pooled output and every parameter gradient against fp64
+// references committed in tests/fixtures/bert (scripts/fixtures/make_bert_fixtures.py); padding invariance;
+// MiniLM sentence embeddings against sentence-transformers when the real weights are present.
+#include <cstdlib>
+#include <filesystem>
+
+#include <loom/io/safetensors.hpp>
+#include <loom/models/bert/model.hpp>
+#include <loom/models/bert/weights.hpp>
+
+#include "test_util.hpp"
+
+using namespace loom;
+using loom::test::device;
+
+namespace {
+
+const std::filesystem::path fixtures = std::filesystem::path(LOOM_SOURCE_DIR) / "tests/fixtures/bert";
+
+struct reference {
+  io::safetensors_file file;
+  index_t rows = 0, seq = 0;
+  std::vector<std::int32_t> ids, types, lengths, labels;
+
+  explicit reference(const std::filesystem::path& path) : file(io::safetensors_file::open(path)) {
+    const auto& t = file.at("input_ids");
+    rows = static_cast<index_t>(t.shape[0]);
+    seq = static_cast<index_t>(t.shape[1]);
+    for (auto v : file.values<std::int64_t>("input_ids")) ids.push_back(static_cast<std::int32_t>(v));
+    for (auto v : file.values<std::int64_t>("token_type_ids")) types.push_back(static_cast<std::int32_t>(v));
+    const auto mask = file.values<std::int64_t>("attention_mask");
+    for (index_t r = 0; r < rows; ++r) {
+      std::int32_t n = 0;
+      for (index_t s = 0; s < seq; ++s) n += static_cast<std::int32_t>(mask[r * seq + s]);
+      lengths.push_back(n);
+    }
+    if (file.find("labels"))
+      for (auto v : file.values<std::int64_t>("labels")) labels.push_back(static_cast<std::int32_t>(v));
+  }
+  std::vector<double> f64(const std::string& name) const { return file.values<double>(name); }
+
+  /// Rows [first, first + count) cut to `seq` tokens, as a batch on the test device.
+  bert::batch<device> batch(index_t first, index_t count, index_t cut) const {
+    tensor<std::int32_t> i({count, cut}), t({count, cut}), l({count}), y({count});
+    for (index_t r = 0; r < count; ++r) {
+      for (index_t s = 0; s < cut; ++s) {
+        i(r, s) = ids[(first + r) * seq + s];
+        t(r, s) = types[(first + r) * seq + s];
+      }
+      l(r) = lengths[first + r];
+      y(r) = labels.empty() ? 0 : labels[first + r];
+    }
+    return {to<device>(i), to<device>(t), to<device>(l), to<device>(y)};
+  }
+};
+
+template <class T, class D>
+std::vector<double> doubles(const tensor<T, D>& t) { return loom::test::values(contiguous(t)); }
+
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  REQUIRE(a.size() == b.size());
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+
+template <class Precision>
+void check_forward(const std::string& name, double tol) {
+  const auto dir = fixtures / name;
+  const auto cfg = bert::config::load(dir / "config.json");
+  bert::model<Precision, parallel::single, device> m(cfg);
+  const auto report = bert::load_safetensors(m, dir / "model.safetensors");
+  REQUIRE(report.initialized.empty());
+  const reference ref(dir / "reference.safetensors");
+  m.forward(ref.batch(0, ref.rows, ref.seq));
+  const double e_logits = max_abs_diff(doubles(m.logits()), ref.f64("logits"));
+  const double e_hidden = max_abs_diff(doubles(m.hidden()), ref.f64("last_hidden"));
+  const double e_pooled = max_abs_diff(doubles(m.pooled()), ref.f64("pooled"));
+  WARN(name << " " << Precision::name << " on " << device::name << ": max |error| logits " << e_logits << ", hidden "
+            << e_hidden << ", pooled " << e_pooled);
+  CHECK(e_logits <= tol);
+  CHECK(e_hidden <= tol);
+  CHECK(e_pooled <= tol);
+  // Padding invariance: each row alone, cut to its own length, gives the logits it had in the padded batch.
+  if constexpr (std::is_same_v<Precision, precision::fp32>) {
+    const auto batched = doubles(m.logits());
+    const index_t C = cfg.num_labels();
+    for (index_t r = 0; r < ref.rows; ++r) {
+      m.forward(ref.batch(r, 1, ref.lengths[r]));
+      const auto alone = doubles(m.logits());
+      for (index_t c = 0; c < C; ++c) CHECK(std::abs(alone[c] - batched[r * C + c]) <= 1e-5);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("BERT classifier logits, hidden states and pooled output match transformers", "[bert][parity]") {
+  check_forward<precision::fp32>("tiny_a", 1e-4);
+  check_forward<precision::fp32>("tiny_b", 1e-4);
+  if constexpr (std::is_same_v<device, cuda>) {
+    check_forward<precision::bf16_mixed>("tiny_a", 2e-2);
+    check_forward<precision::bf16_mixed>("tiny_b", 2e-2);
+    check_forward<precision::fp16_mixed>("tiny_a", 2e-2);
+    check_forward<precision::fp16_mixed>("tiny_b", 2e-2);
+  }
+}
+
+TEST_CASE("BERT gradients of every parameter match transformers' backward", "[bert][parity][backward]") {
+  for (const std::string name : {"tiny_a", "tiny_b"}) {
+    const auto dir = fixtures / name;
+    auto cfg = bert::config::load(dir / "config.json");
+    // The references were made in eval mode: no dropout.
+    cfg.hidden_dropout_prob = cfg.attention_probs_dropout_prob = 0.0;
+    cfg.classifier_dropout = 0.0;
+    bert::model<precision::fp32, parallel::single, device> m(cfg);
+    bert::load_safetensors(m, dir / "model.safetensors");
+    const reference ref(dir / "reference.safetensors");
+    const auto b = ref.batch(0, ref.rows, ref.seq);
+    m.forward_loss(b, bert::mode::training);
+    m.backward(b);
+    CHECK(std::abs(doubles(m.loss())[0] - ref.f64("loss")[0]) <= 1e-5);
+    auto key_of = [&](const std::string& p) {
+      return ref.file.find("grad.bert." + p) ? "grad.bert." + p : "grad." + p;
+    };
+    // Relative to each tensor's largest reference gradient, floored at 1e-3 of the model's largest: the key bias's
+    // true gradient is exactly 0 (softmax ignores a per-row constant, and q.b_k is one), so fp32 leaves ~1e-8 of
+    // rounding there that no relative measure of a zero can accept.
+    double model_scale = 0;
+    for (const auto& p : m.params().params())
+      for (double v : ref.f64(key_of(p.name))) model_scale = std::max(model_scale, std::abs(v));
+    double worst = 0;
+    for (const auto& p : m.params().params()) {
+      const auto want = ref.f64(key_of(p.name));
+      const auto got = doubles(m.params().grad(p.name));
+      double scale = 1e-3 * model_scale;
+      for (double v : want) scale = std::max(scale, std::abs(v));
+      const double err = max_abs_diff(got, want) / scale;
+      worst = std::max(worst, err);
+      INFO(name << ": gradient of " << p.name << " (max |reference| " << scale << ")");
+      CHECK(err <= 1e-4);
+    }
+    WARN(name << ": worst relative gradient error " << worst << " over " << m.params().params().size() << " tensors");
+  }
+}
+
+TEST_CASE("a checkpoint that disagrees with config.json is refused naming the tensor", "[bert][errors]") {
+  auto cfg = bert::config::load(fixtures / "tiny_a/config.json");
+  cfg.intermediate_size = 38;
+  bert::model<precision::fp32, parallel::single, device> m(cfg);
+  REQUIRE_THROWS_WITH(bert::load_safetensors(m, fixtures / "tiny_a/model.safetensors"),
+                      LOOM_CONTAINS("encoder.layer.0.intermediate.dense.weight") && LOOM_CONTAINS("[37, 64]") &&
+                          LOOM_CONTAINS("[38, 64]"));
+  REQUIRE_THROWS_AS(bert::load_safetensors(m, fixtures / "missing.safetensors"), loom::error);
+}
+
+TEST_CASE("a checkpoint without a classifier head gets one initialised as transformers does", "[bert][load]") {
+  // Write tiny_a without its head (what a BertModel checkpoint looks like), then load it for 5 labels.
+  const auto src = io::safetensors_file::open(fixtures / "tiny_a/model.safetensors");
+  io::safetensors_writer w;
+  for (const auto& t : src.tensors())
+    if (!t.name.starts_with("classifier.")) w.add(t.name, t.dtype, t.shape, t.bytes);
+  const auto path = std::filesystem::temp_directory_path() / "loom_bert_no_head.safetensors";
+  w.write(path);
+  auto cfg = bert::config::load(fixtures / "tiny_a/config.json");
+  cfg.set_num_labels(5);
+  bert::model<precision::fp32, parallel::single, device> m(cfg);
+  const auto report = bert::load_safetensors(m, path, /*init_seed=*/7);
+  std::filesystem::remove(path);
+  CHECK(report.initialized == std::vector<std::string>{"classifier.weight", "classifier.bias"});
+  const auto weight = doubles(m.params().get("classifier.weight"));
+  const auto bias = doubles(m.params().get("classifier.bias"));
+  double var = 0;
+  for (double v : weight) var += v * v / weight.size();
+  CHECK(std::abs(std::sqrt(var) - cfg.initializer_range) < 0.35 * cfg.initializer_range);  // 320 draws
+  for (double v : bias) CHECK(v == 0.0);
+}
+
+TEST_CASE("all-MiniLM-L6-v2 mean-pooled embeddings match sentence-transformers", "[bert][parity][minilm]") {
+  const char* env = std::getenv("LOOM_MINILM_DIR");
+  const std::filesystem::path dir = env ? env : LOOM_MINILM_DIR;
+  if (!std::filesystem::exists(dir / "model.safetensors")) {
+    WARN("MiniLM weights not found in " << dir << " (scripts/get_minilm.sh fetches them): skipped");
+    return;
+  }
+  const auto cfg = bert::config::load(dir / "config.json");
+  bert::model<precision::fp32, parallel::single, device> m(cfg, false);
+  bert::load_safetensors(m, dir / "model.safetensors");
+  const reference ref(fixtures / "minilm_reference.safetensors");
+  m.forward(ref.batch(0, ref.rows, ref.seq));
+  const auto hidden = doubles(m.hidden());
+  const double e_hidden = max_abs_diff(hidden, ref.f64("last_hidden"));
+  WARN("MiniLM on " << device::name << ": max |error| of the last hidden state " << e_hidden);
+  CHECK(e_hidden <= 1e-4);
+  const auto st = ref.f64("st_embedding");
+  const index_t H = cfg.hidden_size;
+  for (index_t r = 0; r < ref.rows; ++r) {
+    std::vector<double> mean(H, 0.0);
+    for (index_t s = 0; s < ref.lengths[r]; ++s)
+      for (index_t h = 0; h < H; ++h) mean[h] += hidden[(r * ref.seq + s) * H + h] / ref.lengths[r];
+    double dot = 0, na = 0, nb = 0;
+    for (index_t h = 0; h < H; ++h) {
+      dot += mean[h] * st[r * H + h];
+      na += mean[h] * mean[h];
+      nb += st[r * H + h] * st[r * H + h];
+    }
+    INFO("sentence " << r);
+    WARN("MiniLM sentence " << r << ": cosine with sentence-transformers " << dot / std::sqrt(na * nb));
+    CHECK(dot / std::sqrt(na * nb) >= 0.9999);
+  }
+}
