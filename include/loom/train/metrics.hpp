@@ -1,0 +1,69 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// Classification metrics: accuracy, macro-F1, per-class precision/recall/F1 and the confusion matrix.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "../core/error.hpp"
+
+namespace loom::train {
+
+struct class_report {
+  double precision = 0, recall = 0, f1 = 0;
+  std::int64_t support = 0;
+};
+
+struct classification_report {
+  double accuracy = 0, macro_f1 = 0, loss = 0;
+  std::vector<class_report> classes;
+  std::vector<std::vector<std::int64_t>> confusion;  ///< [true][predicted]
+
+  nlohmann::json to_json(const std::vector<std::string>& names) const {
+    nlohmann::json j = {{"accuracy", accuracy}, {"macro_f1", macro_f1}, {"loss", loss}, {"confusion", confusion}};
+    for (std::size_t c = 0; c < classes.size(); ++c)
+      j["classes"][c < names.size() ? names[c] : std::to_string(c)] = {
+          {"precision", classes[c].precision}, {"recall", classes[c].recall}, {"f1", classes[c].f1},
+          {"support", classes[c].support}};
+    return j;
+  }
+};
+
+/// Metrics of predictions against labels for `num_classes` classes. A class with no predictions has precision 0
+/// (as scikit-learn with zero_division=0); macro-F1 averages F1 over all classes.
+inline classification_report classify_report(const std::vector<std::int32_t>& labels,
+                                             const std::vector<std::int32_t>& predictions, int num_classes) {
+  LOOM_CHECK(labels.size() == predictions.size(), "metrics: labels and predictions differ in length");
+  LOOM_CHECK(!labels.empty(), "metrics: no examples");
+  classification_report r;
+  r.confusion.assign(num_classes, std::vector<std::int64_t>(num_classes, 0));
+  std::int64_t correct = 0;
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    LOOM_CHECK(labels[i] >= 0 && labels[i] < num_classes && predictions[i] >= 0 && predictions[i] < num_classes,
+               "metrics: class id out of range");
+    ++r.confusion[labels[i]][predictions[i]];
+    correct += labels[i] == predictions[i];
+  }
+  r.accuracy = static_cast<double>(correct) / static_cast<double>(labels.size());
+  for (int c = 0; c < num_classes; ++c) {
+    std::int64_t tp = r.confusion[c][c], predicted = 0, actual = 0;
+    for (int k = 0; k < num_classes; ++k) {
+      predicted += r.confusion[k][c];
+      actual += r.confusion[c][k];
+    }
+    class_report cr;
+    cr.support = actual;
+    cr.precision = predicted ? static_cast<double>(tp) / static_cast<double>(predicted) : 0.0;
+    cr.recall = actual ? static_cast<double>(tp) / static_cast<double>(actual) : 0.0;
+    cr.f1 = cr.precision + cr.recall > 0 ? 2 * cr.precision * cr.recall / (cr.precision + cr.recall) : 0.0;
+    r.macro_f1 += cr.f1 / num_classes;
+    r.classes.push_back(cr);
+  }
+  return r;
+}
+
+}  // namespace loom::train
