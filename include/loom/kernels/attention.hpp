@@ -1,0 +1,356 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// BERT multi-head self-attention over a packed QKV buffer with a right-padding (length) mask: forward and backward,
+// host reference here, fused CUDA kernels in attention.cuh (one declaration for both devices).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "../autograd/derivative.hpp"  // defines: autograd::grad_mode
+#include "../config.hpp"
+#include "../tensor/random.hpp"        // defines: uniform01 (Philox4x32-10)
+#include "../tensor/tensor.hpp"
+
+#if LOOM_HAS_CUDA_RUNTIME
+#include "../core/cuda_stream.hpp"
+#endif
+
+namespace loom {
+
+/// Dropout on the attention probabilities (training), as HF's `attention_probs = dropout(softmax(scores))`:
+/// probability (b, h, q, k) is kept when `uniform01(seed, offset, ((b*heads + h)*S + q)*S + k) >= p` and then
+/// scaled by 1/(1-p). The draw depends only on that index, so the host and CUDA drop the same elements. p = 0
+/// (the default) is inference: no draws at all. Use a fresh (seed, offset) per layer and step, and pass the same
+/// one to attention_backward.
+struct attention_dropout {
+  float p = 0.0f;
+  std::uint64_t seed = 0;
+  std::uint64_t offset = 0;
+};
+
+namespace detail {
+
+/// Everything a backend needs: raw pointers into contiguous tensors, sizes, and the options.
+/// qkv/dqkv rows are [3, heads, head_dim] (row stride 3*hidden); ctx/dctx rows are [heads, head_dim].
+struct attention_problem {
+  const void* qkv = nullptr;
+  const std::int32_t* lengths = nullptr;
+  void* ctx = nullptr;           // forward: written; backward: read (the forward's output)
+  const void* dctx = nullptr;    // backward only
+  float* lse = nullptr;          // [B, heads, S]; forward writes it when non-null, backward reads it
+  void* dqkv = nullptr;          // backward only
+  int batch = 0, seq = 0, heads = 0, head_dim = 0;
+  float scale = 0;               // 1/sqrt(head_dim)
+  attention_dropout dropout{};
+  bool accumulate = false;       // backward: dqkv += gradient instead of dqkv = gradient
+};
+
+/// The Philox counter of probability (b, h, q, k): unique per element of the [B, heads, S, S] probability tensor.
+LOOM_HOST_DEVICE LOOM_FORCEINLINE std::uint64_t attention_dropout_index(int b, int h, int q, int k, int heads,
+                                                                        int seq) {
+  return ((static_cast<std::uint64_t>(b) * heads + h) * seq + q) * seq + k;
+}
+
+/// True when probability (b, h, q, k) survives dropout (the same float comparison on host and device).
+LOOM_HOST_DEVICE LOOM_FORCEINLINE bool attention_keep(const attention_dropout& d, int b, int h, int q, int k,
+                                                      int heads, int seq) {
+  return uniform01(d.seed, d.offset, attention_dropout_index(b, h, q, k, heads, seq)) >= d.p;
+}
+
+#if LOOM_HAS_CUDA_RUNTIME
+// The CUDA launchers live in attention.cuh (nvcc only) and register themselves here at start-up, so that
+// attention_forward/backward have one definition in every TU (nvcc or host compiler) of a program.
+using attention_launcher = void (*)(const attention_problem&, cudaStream_t);
+template <class T>
+struct attention_cuda_launchers {
+  std::atomic<attention_launcher> forward{nullptr};
+  std::atomic<attention_launcher> backward{nullptr};
+};
+template <class T>
+attention_cuda_launchers<T>& attention_cuda_slots() {
+  static attention_cuda_launchers<T> slots;
+  return slots;
+}
+#endif
+
+inline bool bytes_overlap(const void* a, std::size_t na, const void* b, std::size_t nb) {
+  const auto pa = reinterpret_cast<std::uintptr_t>(a), pb = reinterpret_cast<std::uintptr_t>(b);
+  return na != 0 && nb != 0 && pa < pb + nb && pb < pa + na;
+}
+
+template <class X, class Y, class D1, class D2>
+void check_no_overlap(const tensor<X, D1>& x, const char* xn, const tensor<Y, D2>& y, const char* yn) {
+  LOOM_CHECK(!bytes_overlap(x.data(), x.numel() * sizeof(X), y.data(), y.numel() * sizeof(Y)),
+             std::string("attention: ") + xn + " overlaps " + yn);
+}
+
+/// Validates shapes, layouts and options shared by forward and backward; returns the problem without pointers
+/// beyond qkv and lengths.
+template <class T, class Device>
+attention_problem make_attention_problem(const tensor<T, Device>& qkv, const tensor<std::int32_t, Device>& lengths,
+                                         const tensor<T, Device>& ctx, const tensor<float, Device>& lse,
+                                         const attention_dropout& dropout) {
+  LOOM_CHECK(qkv.rank() == 5 && qkv.extent(2) == 3,
+             "attention: qkv must be [batch, seq, 3, heads, head_dim], got " + qkv.extents().str());
+  LOOM_CHECK(qkv.is_contiguous(), "attention: qkv must be contiguous (the fused QKV projection's output)");
+  const index_t B = qkv.extent(0), S = qkv.extent(1), H = qkv.extent(3), D = qkv.extent(4);
+  LOOM_CHECK(B >= 1 && S >= 1 && H >= 1 && D >= 1, "attention: empty qkv " + qkv.extents().str());
+  LOOM_CHECK(B <= 65535 && H <= 65535 && S <= (index_t(1) << 24) && D <= 256,
+             "attention: qkv " + qkv.extents().str() + " is outside the supported sizes (batch and heads <= 65535, "
+             "seq <= 2^24, head_dim <= 256)");
+  LOOM_CHECK(lengths.rank() == 1 && lengths.extent(0) == B && lengths.is_contiguous(),
+             "attention: lengths must be a contiguous [" + std::to_string(B) + "] int32 tensor, got " +
+                 lengths.extents().str());
+  LOOM_CHECK(ctx.rank() == 3 && ctx.extent(0) == B && ctx.extent(1) == S && ctx.extent(2) == H * D &&
+                 ctx.is_contiguous(),
+             "attention: ctx must be a contiguous [" + std::to_string(B) + ", " + std::to_string(S) + ", " +
+                 std::to_string(H * D) + "] tensor, got " + ctx.extents().str());
+  LOOM_CHECK(lse.numel() == 0 || (lse.rank() == 3 && lse.extent(0) == B && lse.extent(1) == H &&
+                                  lse.extent(2) == S && lse.is_contiguous()),
+             "attention: lse must be empty or a contiguous [" + std::to_string(B) + ", " + std::to_string(H) + ", " +
+                 std::to_string(S) + "] float tensor, got " + lse.extents().str());
+  LOOM_CHECK(dropout.p >= 0.0f && dropout.p < 1.0f,
+             "attention: dropout probability must be in [0, 1), got " + std::to_string(dropout.p));
+  attention_problem p;
+  p.qkv = qkv.data();
+  p.lengths = lengths.data();
+  p.batch = static_cast<int>(B);
+  p.seq = static_cast<int>(S);
+  p.heads = static_cast<int>(H);
+  p.head_dim = static_cast<int>(D);
+  p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  p.dropout = dropout;
+  return p;
+}
+
+// ---- host reference: plain loops, fp64 accumulation -----------------------------------------------------------
+
+template <class T>
+double attention_load(const T* p, index_t i) {
+  return static_cast<double>(convert<compute_t<T>>(p[i]));
+}
+
+inline int checked_length(const std::int32_t* lengths, int b, int seq) {
+  const int len = lengths[b];
+  LOOM_CHECK(len >= 1 && len <= seq, "attention: lengths[" + std::to_string(b) + "] = " + std::to_string(len) +
+                                         " is outside [1, " + std::to_string(seq) + "]");
+  return len;
+}
+
+template <class T>
+void host_attention_forward(const attention_problem& p) {
+  const int S = p.seq, H = p.heads, D = p.head_dim;
+  const index_t row = 3 * static_cast<index_t>(H) * D, hidden = static_cast<index_t>(H) * D;
+  const T* qkv = static_cast<const T*>(p.qkv);
+  T* ctx = static_cast<T*>(p.ctx);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));  // not p.scale: that one is rounded to float
+  const double keep_scale = 1.0 / (1.0 - static_cast<double>(p.dropout.p));
+  std::vector<double> s(static_cast<std::size_t>(S)), acc(static_cast<std::size_t>(D));
+  for (int b = 0; b < p.batch; ++b) {
+    const int len = checked_length(p.lengths, b, S);
+    const T* base = qkv + static_cast<index_t>(b) * S * row;
+    for (int h = 0; h < H; ++h) {
+      const T* qh = base + static_cast<index_t>(h) * D;
+      const T* kh = qh + hidden;
+      const T* vh = qh + 2 * hidden;
+      for (int q = 0; q < S; ++q) {
+        // Scores against the real keys only: masked keys would get weight exp(finfo.min - max) = 0 exactly.
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int k = 0; k < len; ++k) {
+          double dot = 0;
+          for (int d = 0; d < D; ++d) dot += attention_load(qh, q * row + d) * attention_load(kh, k * row + d);
+          s[k] = dot * scale;
+          mx = std::max(mx, s[k]);
+        }
+        double sum = 0;
+        for (int k = 0; k < len; ++k) sum += std::exp(s[k] - mx);
+        const double lse = mx + std::log(sum);
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int k = 0; k < len; ++k) {
+          double w = std::exp(s[k] - lse);
+          if (p.dropout.p > 0) w = attention_keep(p.dropout, b, h, q, k, H, S) ? w * keep_scale : 0.0;
+          for (int d = 0; d < D; ++d) acc[d] += w * attention_load(vh, k * row + d);
+        }
+        T* out = ctx + (static_cast<index_t>(b) * S + q) * hidden + static_cast<index_t>(h) * D;
+        for (int d = 0; d < D; ++d) out[d] = convert<T>(static_cast<compute_t<T>>(acc[d]));
+        if (p.lse) p.lse[(static_cast<index_t>(b) * H + h) * S + q] = static_cast<float>(lse);
+      }
+    }
+  }
+}
+
+// dS = P o (dP - D) with P recomputed from lse, dP = dO V^T (dropout-masked), D = rowsum(dO o O): the gradient of
+// softmax followed by the weighted sum, as flash-attention 2 writes it (D = rowsum(P o dP) holds with dropout too).
+template <class T>
+void host_attention_backward(const attention_problem& p) {
+  const int S = p.seq, H = p.heads, D = p.head_dim;
+  const index_t row = 3 * static_cast<index_t>(H) * D, hidden = static_cast<index_t>(H) * D;
+  const T* qkv = static_cast<const T*>(p.qkv);
+  const T* ctx = static_cast<const T*>(p.ctx);
+  const T* dctx = static_cast<const T*>(p.dctx);
+  T* dqkv = static_cast<T*>(p.dqkv);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));  // not p.scale: that one is rounded to float
+  const double keep_scale = 1.0 / (1.0 - static_cast<double>(p.dropout.p));
+  const std::size_t SD = static_cast<std::size_t>(S) * D;
+  std::vector<double> dq(SD), dk(SD), dv(SD), rowdot(static_cast<std::size_t>(S));
+  for (int b = 0; b < p.batch; ++b) {
+    const int len = checked_length(p.lengths, b, S);
+    const T* base = qkv + static_cast<index_t>(b) * S * row;
+    for (int h = 0; h < H; ++h) {
+      const T* qh = base + static_cast<index_t>(h) * D;
+      const T* kh = qh + hidden;
+      const T* vh = qh + 2 * hidden;
+      const index_t o0 = static_cast<index_t>(b) * S * hidden + static_cast<index_t>(h) * D;  // ctx/dctx offset
+      std::fill(dq.begin(), dq.end(), 0.0);
+      std::fill(dk.begin(), dk.end(), 0.0);
+      std::fill(dv.begin(), dv.end(), 0.0);
+      for (int q = 0; q < S; ++q) {
+        double sum = 0;
+        for (int d = 0; d < D; ++d)
+          sum += attention_load(dctx, o0 + q * hidden + d) * attention_load(ctx, o0 + q * hidden + d);
+        rowdot[q] = sum;
+      }
+      for (int q = 0; q < S; ++q) {
+        const double lse = static_cast<double>(p.lse[(static_cast<index_t>(b) * H + h) * S + q]);
+        for (int k = 0; k < len; ++k) {
+          double dot = 0, dp = 0;
+          for (int d = 0; d < D; ++d) {
+            dot += attention_load(qh, q * row + d) * attention_load(kh, k * row + d);
+            dp += attention_load(dctx, o0 + q * hidden + d) * attention_load(vh, k * row + d);
+          }
+          const double prob = std::exp(dot * scale - lse);
+          double mask = 1.0;
+          if (p.dropout.p > 0) mask = attention_keep(p.dropout, b, h, q, k, H, S) ? keep_scale : 0.0;
+          const double ds = prob * (dp * mask - rowdot[q]) * scale;
+          for (int d = 0; d < D; ++d) {
+            dv[k * D + d] += prob * mask * attention_load(dctx, o0 + q * hidden + d);
+            dq[q * D + d] += ds * attention_load(kh, k * row + d);
+            dk[k * D + d] += ds * attention_load(qh, q * row + d);
+          }
+        }
+      }
+      T* gbase = dqkv + static_cast<index_t>(b) * S * row + static_cast<index_t>(h) * D;
+      for (int r = 0; r < S; ++r) {
+        for (int d = 0; d < D; ++d) {
+          const double* src[3] = {&dq[r * D + d], &dk[r * D + d], &dv[r * D + d]};
+          for (int part = 0; part < 3; ++part) {
+            T& out = gbase[r * row + part * hidden + d];
+            const double g = *src[part] + (p.accumulate ? attention_load(&out, 0) : 0.0);
+            out = convert<T>(static_cast<compute_t<T>>(g));
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace detail
+
+/// Multi-head self-attention of BERT (HF's BertSelfAttention after the fused QKV projection, before the output
+/// projection): for every sequence b, head h and query position q,
+///   ctx[b, q, h*D:(h+1)*D] = sum_{k < lengths[b]} softmax_k(q_q . k_k / sqrt(D)) * v_k
+/// with the softmax in fp32 (fp64 on the host). Keys at positions >= lengths[b] are masked out exactly as HF's
+/// additive finfo.min mask does (weight 0); query rows of padding positions are still computed from the real keys.
+///
+/// \param qkv     [B, S, 3, heads, D] contiguous: the fused projection's [B*S, 3*hidden] output, q at column 0,
+///                k at hidden, v at 2*hidden (HF's query/key/value weights concatenated).
+/// \param lengths [B] int32 on the same device: real tokens per sequence, each in [1, S] (the host throws
+///                otherwise; the CUDA kernels, which cannot check without a sync, clamp into [1, S]).
+/// \param ctx     [B, S, heads*D] contiguous output, must not overlap qkv.
+/// \param lse     [B, heads, S] float output (natural-log log-sum-exp of each scaled score row, for backward), or
+///                an empty tensor for inference.
+/// \param dropout attention-probability dropout (training); p = 0 disables it.
+/// \tparam T float, bf16, f16 (and double on the host). On CUDA: enqueued on loom::current_stream(), no
+///           allocation, no synchronisation (capturable in a CUDA graph); tensor cores for bf16/f16 with head_dim
+///           32 or 64, a plain fp32 kernel otherwise (any head_dim <= 256).
+///
+/// ```cpp
+/// loom::tensor<loom::bf16, loom::cuda> qkv({8, 128, 3, 12, 64}), ctx({8, 128, 768});
+/// loom::tensor<float, loom::cuda> lse({8, 12, 128});
+/// loom::attention_forward(qkv, lengths, ctx, lse);                    // lengths: tensor<std::int32_t, cuda> [8]
+/// loom::attention_forward(qkv, lengths, ctx, {}, {.p = 0.1f, .seed = 7, .offset = layer});  // training, no lse
+/// ```
+template <floating T, device_tag Device>
+void attention_forward(const tensor<T, Device>& qkv, const tensor<std::int32_t, Device>& lengths,
+                       const tensor<T, Device>& ctx, const tensor<float, Device>& lse,
+                       const attention_dropout& dropout = {}) {
+  detail::attention_problem p = detail::make_attention_problem(qkv, lengths, ctx, lse, dropout);
+  detail::check_no_overlap(ctx, "ctx", qkv, "qkv");
+  detail::check_no_overlap(lse, "lse", qkv, "qkv");
+  detail::check_no_overlap(lse, "lse", ctx, "ctx");
+  p.ctx = ctx.data();
+  p.lse = lse.numel() ? lse.data() : nullptr;
+  if constexpr (std::is_same_v<Device, host>) {
+    detail::host_attention_forward<T>(p);
+  } else {
+    static_assert(!std::is_same_v<T, double>, "attention on CUDA supports float, bf16 and f16 (double: host only)");
+#if LOOM_HAS_CUDA_RUNTIME
+    const detail::attention_launcher run = detail::attention_cuda_slots<T>().forward.load(std::memory_order_acquire);
+    LOOM_CHECK(run != nullptr, "attention_forward on CUDA needs loom's kernels, which exist only when "
+                               "loom/kernels/attention.hpp is included by at least one nvcc-compiled file");
+    run(p, current_stream());
+#endif
+  }
+}
+
+/// Gradient of attention_forward w.r.t. the packed qkv buffer, flash-attention-2 style: the probabilities are
+/// recomputed from `lse` (never stored), dS = P o (dP - D) with D = rowsum(dctx o ctx).
+///
+/// \param qkv, lengths, dropout  exactly as given to attention_forward (same seed and offset).
+/// \param ctx     the forward's output; \param lse the forward's log-sum-exp (required here).
+/// \param dctx    [B, S, heads*D]: gradient w.r.t. ctx.
+/// \param dqkv    [B, S, 3, heads, D] contiguous: receives dq, dk, dv in the qkv layout. Keys at positions
+///                >= lengths[b] get zero gradient; every element is written (or added to, with accumulate).
+/// \param mode    grad_mode::overwrite (dqkv = grad) or grad_mode::accumulate (dqkv += grad).
+///
+/// ```cpp
+/// loom::attention_forward(qkv, lengths, ctx, lse, drop);
+/// loom::attention_backward(qkv, lengths, ctx, dctx, lse, dqkv, loom::autograd::grad_mode::overwrite, drop);
+/// ```
+template <floating T, device_tag Device>
+void attention_backward(const tensor<T, Device>& qkv, const tensor<std::int32_t, Device>& lengths,
+                        const tensor<T, Device>& ctx, const tensor<T, Device>& dctx,
+                        const tensor<float, Device>& lse, const tensor<T, Device>& dqkv, autograd::grad_mode mode,
+                        const attention_dropout& dropout = {}) {
+  detail::attention_problem p = detail::make_attention_problem(qkv, lengths, ctx, lse, dropout);
+  LOOM_CHECK(lse.numel() != 0, "attention_backward: lse (saved by attention_forward) is required");
+  LOOM_CHECK(dctx.extents() == ctx.extents() && dctx.is_contiguous(),
+             "attention_backward: dctx must be contiguous with ctx's shape " + ctx.extents().str() + ", got " +
+                 dctx.extents().str());
+  LOOM_CHECK(dqkv.extents() == qkv.extents() && dqkv.is_contiguous(),
+             "attention_backward: dqkv must be contiguous with qkv's shape " + qkv.extents().str() + ", got " +
+                 dqkv.extents().str());
+  detail::check_no_overlap(dqkv, "dqkv", qkv, "qkv");
+  detail::check_no_overlap(dqkv, "dqkv", ctx, "ctx");
+  detail::check_no_overlap(dqkv, "dqkv", dctx, "dctx");
+  detail::check_no_overlap(dqkv, "dqkv", lse, "lse");
+  p.ctx = ctx.data();
+  p.dctx = dctx.data();
+  p.lse = lse.data();
+  p.dqkv = dqkv.data();
+  p.accumulate = mode == autograd::grad_mode::accumulate;
+  if constexpr (std::is_same_v<Device, host>) {
+    detail::host_attention_backward<T>(p);
+  } else {
+    static_assert(!std::is_same_v<T, double>, "attention on CUDA supports float, bf16 and f16 (double: host only)");
+#if LOOM_HAS_CUDA_RUNTIME
+    const detail::attention_launcher run = detail::attention_cuda_slots<T>().backward.load(std::memory_order_acquire);
+    LOOM_CHECK(run != nullptr, "attention_backward on CUDA needs loom's kernels, which exist only when "
+                               "loom/kernels/attention.hpp is included by at least one nvcc-compiled file");
+    run(p, current_stream());
+#endif
+  }
+}
+
+}  // namespace loom
+
+#if LOOM_CUDA_COMPILER
+#include "attention.cuh"  // defines: the CUDA kernels, registered in detail::attention_cuda_slots at start-up
+#endif

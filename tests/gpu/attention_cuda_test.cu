@@ -1,0 +1,113 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// Checks only a GPU can make: attention captured in a CUDA graph (no allocation, no synchronisation inside),
+// called from a host-compiled TU, and run on a non-default stream.
+#include <loom/kernels/attention.hpp>
+
+#include "test_util.hpp"
+
+using namespace loom;
+using autograd::grad_mode;
+using loom::test::on;
+using loom::test::random_tensor;
+using loom::test::values;
+
+void attention_from_host_compiler(const tensor<bf16, loom::cuda>& qkv, const tensor<std::int32_t, loom::cuda>& lengths,
+                                  const tensor<bf16, loom::cuda>& ctx, const tensor<float, loom::cuda>& lse,
+                                  const tensor<bf16, loom::cuda>& dctx, const tensor<bf16, loom::cuda>& dqkv);
+
+namespace {
+tensor<std::int32_t, loom::cuda> lengths_of(std::initializer_list<int> v) {
+  tensor<std::int32_t, host> t({static_cast<index_t>(v.size())});
+  int i = 0;
+  for (int l : v) t.data()[i++] = l;
+  return on<loom::cuda>(t);
+}
+}  // namespace
+
+TEST_CASE("attention forward and backward replay from a CUDA graph with the same bits", "[attention][gpu]") {
+  const int B = 4, S = 128, H = 12, D = 64;
+  const auto qkv = on<loom::cuda>(random_tensor<bf16>({B, S, 3, H, D}, 1));
+  const auto dctx = on<loom::cuda>(random_tensor<bf16>({B, S, H * D}, 2));
+  const auto lengths = lengths_of({128, 3, 77, 64});
+  tensor<bf16, loom::cuda> ctx({B, S, H * D}), ctx_g({B, S, H * D}), dqkv({B, S, 3, H, D}), dqkv_g({B, S, 3, H, D});
+  tensor<float, loom::cuda> lse({B, H, S}), lse_g({B, H, S});
+  const attention_dropout drop{0.1f, 9, 3};
+  attention_forward(qkv, lengths, ctx, lse, drop);
+  attention_backward(qkv, lengths, ctx, dctx, lse, dqkv, grad_mode::overwrite, drop);
+
+  cuda_stream stream;
+  cudaGraph_t graph{};
+  cudaGraphExec_t exec{};
+  {
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(current_stream()));  // the tensors above were made on the old stream
+    stream_guard guard(stream);
+    LOOM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    attention_forward(qkv, lengths, ctx_g, lse_g, drop);
+    attention_backward(qkv, lengths, ctx_g, dctx, lse_g, dqkv_g, grad_mode::overwrite, drop);
+    LOOM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  }
+  LOOM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < 3; ++i) LOOM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  stream.synchronize();
+  CHECK(values(ctx_g) == values(ctx));
+  CHECK(values(lse_g) == values(lse));
+  CHECK(values(dqkv_g) == values(dqkv));
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
+TEST_CASE("attention called from a host-compiled file runs loom's CUDA kernels", "[attention][gpu]") {
+  const int B = 2, S = 65, H = 2, D = 32;
+  const auto qkv = on<loom::cuda>(random_tensor<bf16>({B, S, 3, H, D}, 5));
+  const auto dctx = on<loom::cuda>(random_tensor<bf16>({B, S, H * D}, 6));
+  const auto lengths = lengths_of({65, 20});
+  tensor<bf16, loom::cuda> ctx({B, S, H * D}), ctx2({B, S, H * D}), dqkv({B, S, 3, H, D}), dqkv2({B, S, 3, H, D});
+  tensor<float, loom::cuda> lse({B, H, S}), lse2({B, H, S});
+  attention_forward(qkv, lengths, ctx, lse);
+  attention_backward(qkv, lengths, ctx, dctx, lse, dqkv, grad_mode::overwrite);
+  attention_from_host_compiler(qkv, lengths, ctx2, lse2, dctx, dqkv2);
+  CHECK(values(ctx2) == values(ctx));
+  CHECK(values(lse2) == values(lse));
+  CHECK(values(dqkv2) == values(dqkv));
+}
+
+TEST_CASE("every launch shape of the tensor-core forward gives the same bits", "[attention][gpu]") {
+  // The variants differ in warps per block and register caps only; each warp's arithmetic is the same, so any
+  // difference is a bug (a race, a wrong tile offset). Variant 0 is the one the reference tests check.
+  auto& variant = detail::attn::forward_variant();
+  const int saved = variant.load();
+  struct shape_case {
+    int B, S, H, D;
+    std::vector<int> lengths;
+    float p;
+  };
+  const std::vector<shape_case> cases = {{2, 128, 12, 64, {128, 77}, 0.0f}, {3, 129, 2, 32, {1, 129, 64}, 0.0f},
+                                         {1, 1, 3, 64, {1}, 0.0f},          {2, 63, 2, 64, {63, 30}, 0.1f},
+                                         {1, 512, 2, 64, {300}, 0.0f},      {2, 200, 3, 32, {200, 129}, 0.2f}};
+  unsigned seed = 1;
+  for (const auto& c : cases) {
+    INFO("B=" << c.B << " S=" << c.S << " H=" << c.H << " D=" << c.D << " p=" << c.p);
+    const auto qkv = on<loom::cuda>(random_tensor<bf16>({c.B, c.S, 3, c.H, c.D}, ++seed));
+    tensor<std::int32_t, host> lh({c.B});
+    for (int b = 0; b < c.B; ++b) lh.data()[b] = c.lengths[b];
+    const auto lengths = on<loom::cuda>(lh);
+    const attention_dropout drop{c.p, 5, 6};
+    std::vector<double> ref_ctx, ref_lse;
+    for (int v = 0; v < 4; ++v) {
+      variant.store(v);
+      tensor<bf16, loom::cuda> ctx({c.B, c.S, c.H * c.D});
+      tensor<float, loom::cuda> lse({c.B, c.H, c.S});
+      attention_forward(qkv, lengths, ctx, lse, drop);
+      if (v == 0) {
+        ref_ctx = values(ctx);
+        ref_lse = values(lse);
+      } else {
+        INFO("variant " << v);
+        CHECK(values(ctx) == ref_ctx);
+        CHECK(values(lse) == ref_lse);
+      }
+    }
+  }
+  variant.store(saved);
+}
