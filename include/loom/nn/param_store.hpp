@@ -4,8 +4,11 @@
 // under its HuggingFace name, so optimizers, sharding and gradient buckets work on contiguous ranges.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../tensor/assign.hpp"
@@ -30,22 +33,89 @@ class param_store {
 
   /// Registers a parameter. `packed` places it right after the previous one with no alignment gap (used for
   /// query/key/value, which then form one contiguous fused [3H, H] matrix).
+  /// Parameters added after allocate() (adapters such as LoRA) go after every existing one; call allocate()
+  /// again to grow the buffer, which keeps the values of the parameters registered before.
   index_t add(const std::string& name, const shape& extents, bool packed = false) {
-    LOOM_CHECK(!allocated(), "param_store: cannot add '" + name + "' after allocate()");
     LOOM_CHECK(!index_.contains(name), "param_store: parameter '" + name + "' registered twice");
     if (!packed) size_ = (size_ + align - 1) / align * align;
+    ++version_;
     params_.push_back({name, extents, size_, true});
     index_[name] = params_.size() - 1;
     size_ += extents.numel();
     return size_ - extents.numel();
   }
 
+  /// Allocates the flat buffer for every registered parameter. When a smaller buffer already exists (parameters
+  /// were added since), its contents are copied into the front of the new one. The gradient buffer is dropped
+  /// (allocate_grads makes a new one). Views taken before (get, fused) keep pointing at the old buffer.
   void allocate() {
-    values_ = tensor<T, Device>({(size_ + align - 1) / align * align});
+    const index_t n = (size_ + align - 1) / align * align;
+    if (values_.numel() == n) return;
+    tensor<T, Device> grown({n});
+    const index_t keep = std::min(values_.numel(), n);
+    if (keep > 0) assign(grown.slice(0, 0, keep), values_.slice(0, 0, keep));
+    values_ = grown;
+    grads_ = {};
+    ++version_;
   }
-  /// Allocates the gradient buffer (same layout) on first use.
+  /// Allocates the gradient buffer (same layout) on first use, zero-filled: gradients of frozen parameters are
+  /// never written, so they stay 0.
   void allocate_grads() {
-    if (grads_.numel() != values_.numel()) grads_ = tensor<T, Device>(values_.extents());
+    if (grads_.numel() != values_.numel()) {
+      grads_ = tensor<T, Device>(values_.extents());
+      assign(grads_, 0.0);
+      ++version_;
+    }
+  }
+  /// Forgets every parameter registered after the first `count` and shrinks the buffers to match (the values of
+  /// the parameters kept are preserved). Used to unload an adapter.
+  void truncate(std::size_t count) {
+    LOOM_CHECK(count <= params_.size(), "param_store: truncate(" + std::to_string(count) + ") beyond " +
+                                            std::to_string(params_.size()) + " parameters");
+    if (count == params_.size()) return;
+    ++version_;
+    for (std::size_t i = count; i < params_.size(); ++i) index_.erase(params_[i].name);
+    size_ = count ? params_[count - 1].offset + params_[count - 1].numel() : 0;
+    params_.resize(count);
+    if (!allocated()) return;
+    const index_t n = (size_ + align - 1) / align * align;
+    tensor<T, Device> shrunk({n});
+    if (n > 0) assign(shrunk, values_.slice(0, 0, n));
+    values_ = shrunk;
+    grads_ = {};
+  }
+
+  /// Marks a parameter trainable (the default) or frozen. Frozen parameters get no gradient (their slice of
+  /// flat_grads() stays 0) and are left out of trainable_ranges().
+  void set_trainable(const std::string& name, bool trainable) {
+    params_[find(name)].trainable = trainable;
+    ++version_;
+  }
+  /// Marks every parameter trainable or frozen.
+  void set_all_trainable(bool trainable) {
+    for (auto& p : params_) p.trainable = trainable;
+    ++version_;
+  }
+  /// Changes whenever the layout, the buffers or a trainable flag change (views bound before may be stale).
+  std::uint64_t version() const { return version_; }
+  bool trainable(const std::string& name) const { return info(name).trainable; }
+  /// The [begin, end) element ranges of the flat buffer the optimizer updates: the trainable parameters, in
+  /// buffer order, with adjacent ones (packed, or with no alignment gap between them) merged.
+  std::vector<std::pair<index_t, index_t>> trainable_ranges() const {
+    std::vector<std::pair<index_t, index_t>> out;
+    for (const auto& p : params_) {
+      if (!p.trainable || p.numel() == 0) continue;
+      if (!out.empty() && out.back().second == p.offset) out.back().second += p.numel();
+      else out.emplace_back(p.offset, p.offset + p.numel());
+    }
+    return out;
+  }
+  /// Number of trainable elements.
+  index_t trainable_size() const {
+    index_t n = 0;
+    for (const auto& p : params_)
+      if (p.trainable) n += p.numel();
+    return n;
   }
   bool allocated() const { return values_.numel() > 0; }
 
@@ -83,6 +153,7 @@ class param_store {
   std::vector<param_info> params_;
   std::map<std::string, std::size_t> index_;
   index_t size_ = 0;
+  std::uint64_t version_ = 0;
   tensor<T, Device> values_, grads_;
 };
 

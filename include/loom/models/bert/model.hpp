@@ -7,7 +7,9 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../../autograd/derivative.hpp"
@@ -17,10 +19,12 @@
 #include "../../kernels/embedding.hpp"
 #include "../../kernels/gemm.hpp"
 #include "../../kernels/layer_norm.hpp"
+#include "../../nn/lora.hpp"
 #include "../../nn/param_store.hpp"
 #include "../../parallel/policy.hpp"
 #include "../../precision/policy.hpp"
 #include "../../tensor/assign.hpp"
+#include "lora_targets.hpp"
 
 namespace loom::bert {
 
@@ -28,7 +32,7 @@ using config = io::bert_config;
 using autograd::grad_mode;
 
 /// inference: no dropout, activations overwritten layer by layer; training: dropout on, every activation the
-/// backward pass needs is kept.
+/// backward pass needs is kept (or, with set_recompute(true), each layer's input, the rest recomputed).
 enum class mode { inference, training };
 
 /// A right-padded batch of token ids, on the model's device.
@@ -58,20 +62,23 @@ struct layer_params {
   tensor<T, Device> ln2_g, ln2_b;            // [H]
 };
 
-/// Activations of one encoder layer kept for backward ([N = B*S] rows).
+/// Activations of one encoder layer kept for backward ([N = B*S] rows). Buffers backward never reads are shared
+/// by all layers: attn_out and ffn_out (one buffer: each is consumed by the next LayerNorm), and h1 / inter when
+/// only frozen weights' gradients would need them (LoRA).
 template <class T, class Device>
 struct layer_acts {
   tensor<T, Device> input;            // [N, H] (the previous layer's output; not owned for layer > 0)
   tensor<T, Device> qkv;              // [N, 3H]
   tensor<T, Device> ctx;              // [N, H]
   tensor<float, Device> lse;          // [B, heads, S]
-  tensor<T, Device> attn_out;         // [N, H] (after dropout)
+  tensor<T, Device> attn_out;         // [N, H] (after dropout; shared scratch)
   tensor<T, Device> sum1, h1;         // [N, H]: input + attn_out, LN1 of it
   tensor<float, Device> mean1, rstd1; // [N]
   tensor<T, Device> inter_pre, inter; // [N, I]: before and after GELU
-  tensor<T, Device> ffn_out;          // [N, H] (after dropout)
+  tensor<T, Device> ffn_out;          // [N, H] (after dropout; the same buffer as attn_out)
   tensor<T, Device> sum2, out;        // [N, H]
   tensor<float, Device> mean2, rstd2; // [N]
+  std::array<tensor<T, Device>, lora_target_count> lora_u;  // [N, r]: dropout(x) A^T of each adapter
 };
 
 /// BERT: embeddings -> N x post-LN encoder layer -> pooler (tanh) -> classifier.
@@ -101,7 +108,7 @@ class model {
     LOOM_CHECK(cfg_.hidden_act == "gelu", "hidden_act '" + cfg_.hidden_act + "' is not supported (only 'gelu')");
     register_params();
     params_.allocate();
-    bind_views(params_.flat(), weights_, embed_, pooler_, classifier_);
+    rebind();
   }
 
   const config& cfg() const { return cfg_; }
@@ -109,9 +116,84 @@ class model {
   nn::param_store<T, Device>& params() { return params_; }
   const nn::param_store<T, Device>& params() const { return params_; }
 
+  // ---- memory: activation recomputation ----------------------------------------------------------------------
+  /// Activation recomputation (gradient checkpointing) per encoder layer. On: training keeps only each layer's
+  /// input [B*S, H] plus one scratch set of layer activations; backward re-runs each layer's forward (same dropout
+  /// streams, so the same activations, bit for bit) before its backward. Costs about one more forward pass.
+  void set_recompute(bool on) {
+    if (on != recompute_) rows_ = 0;  // the activation buffers change shape
+    recompute_ = on;
+  }
+  bool recompute() const { return recompute_; }
+
+  // ---- LoRA ---------------------------------------------------------------------------------------------------
+  /// Adds LoRA adapters (nn/lora.hpp) to the target modules of every encoder layer and freezes the base model as
+  /// PEFT's SEQ_CLS task does: trainable are the adapters' A and B and the classifier head (PEFT's
+  /// modules_to_save); embeddings, encoder weights and pooler are frozen. The adapters are registered in params()
+  /// after every base parameter as "encoder.layer.{i}.<module>.lora_A.weight" [r, in] / "lora_B.weight" [out, r]
+  /// and initialised as PEFT does (A kaiming-uniform, B = 0; `seed` picks A's draws), so the model's outputs do
+  /// not change until B is trained. Call after loading the base weights; the flat buffer grows (and moves).
+  void enable_lora(const nn::lora_options& c, std::uint64_t seed = 0) {
+    LOOM_CHECK(!lora_, "enable_lora: the model already has LoRA adapters (merge_lora() folds them in first)");
+    c.validate();
+    const auto on = lora_target_mask(c.targets);
+    base_param_count_ = params_.params().size();
+    saved_trainable_.clear();
+    for (const auto& p : params_.params()) saved_trainable_.push_back(p.trainable);
+    for (int l = 0; l < cfg_.num_hidden_layers; ++l)
+      for (int t = 0; t < lora_target_count; ++t) {
+        if (!on[t]) continue;
+        const auto [in, out] = lora_target_features(cfg_, t);
+        params_.add(lora_name(l, t, 'A'), {c.r, in});
+        params_.add(lora_name(l, t, 'B'), {out, c.r});
+      }
+    params_.allocate();
+    params_.set_all_trainable(false);
+    for (std::size_t i = base_param_count_; i < params_.params().size(); ++i)
+      params_.set_trainable(params_.params()[i].name, true);
+    if (head_) {
+      params_.set_trainable("classifier.weight", true);
+      params_.set_trainable("classifier.bias", true);
+    }
+    lora_ = c;
+    lora_on_ = on;
+    rebind();
+    for (int l = 0; l < cfg_.num_hidden_layers; ++l)
+      for (int t = 0; t < lora_target_count; ++t)
+        if (on[t]) nn::lora_init(lora_w_[l][t], seed, static_cast<std::uint64_t>(params_.info(lora_name(l, t, 'A')).offset));
+  }
+  /// The LoRA options in effect (none before enable_lora and after merge_lora).
+  const std::optional<nn::lora_options>& lora() const { return lora_; }
+  /// Folds every adapter into its base weight (W += alpha/r * B A) and removes the adapters from params() (PEFT's
+  /// merge_and_unload): the model is a plain BERT again, computing what base + adapters did, and every parameter
+  /// is as trainable as before enable_lora. save_pretrained then writes an ordinary HF checkpoint.
+  void merge_lora() {
+    LOOM_CHECK(lora_.has_value(), "merge_lora: the model has no LoRA adapters");
+    const index_t H = cfg_.hidden_size;
+    for (int l = 0; l < cfg_.num_hidden_layers; ++l)
+      for (int t = 0; t < lora_target_count; ++t) {
+        if (!lora_on_[t]) continue;
+        const layer_params<T, Device>& w = weights_[l];
+        const tensor<T, Device> target = t <= 2 ? w.qkv_w.slice(0, t * H, (t + 1) * H)
+                                         : t == 3 ? w.attn_out_w
+                                         : t == 4 ? w.inter_w
+                                                  : w.out_w;
+        nn::lora_merge(target, lora_w_[l][t], lora_->scaling());
+      }
+    params_.truncate(base_param_count_);
+    for (std::size_t i = 0; i < saved_trainable_.size(); ++i)
+      params_.set_trainable(params_.params()[i].name, saved_trainable_[i]);
+    lora_.reset();
+    lora_on_ = {};
+    rebind();
+  }
+  /// The [begin, end) element ranges of params().flat() (and flat_grads()) that training updates: every
+  /// parameter not frozen (all of them, unless LoRA is applied or params().set_trainable(name, false) was used).
+  std::vector<std::pair<index_t, index_t>> trainable_ranges() const { return params_.trainable_ranges(); }
+
   // ---- outputs of the last forward ---------------------------------------------------------------------------
   /// Last hidden state [B, S, H].
-  tensor<T, Device> hidden() const { return last().out.reshape({rows_, seq_, cfg_.hidden_size}); }
+  tensor<T, Device> hidden() const { return final_out_.reshape({rows_, seq_, cfg_.hidden_size}); }
   /// Pooler output tanh(W h_CLS + b) [B, H].
   const tensor<T, Device>& pooled() const { return pooled_; }
   /// Classifier logits [B, num_labels].
@@ -138,13 +220,18 @@ class model {
     if (training()) dropout_inplace(embed_out_, dropout_stream(0, 0), cfg_.hidden_dropout_prob);
     tensor<T, Device> x = embed_out_;
     for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
-      layer_acts<T, Device>& a = training() ? acts_[l] : a0;
+      // Training keeps a set of activations per layer; inference and recomputation reuse one set.
+      layer_acts<T, Device>& a = training() && !recompute_ ? acts_[l] : a0;
       a.input = x;
-      // Inference reuses one set of buffers; the output alternates between two, never the input's.
+      // Inference: the output alternates between two buffers, never the input's. Recomputation: each output is
+      // kept (it is the next layer's input, which backward re-runs that layer from).
       if (!training()) a.out = ping_[l % 2];
+      else if (recompute_) a.out = layer_out_[l];
       layer_forward(weights_[l], a, b.lengths, l);
       x = a.out;
     }
+    final_out_ = x;
+    scratch_layer_ = cfg_.num_hidden_layers - 1;
     // Pooler on the [CLS] rows: a strided view of the last hidden state, no copy.
     const tensor<T, Device> cls = hidden().select(1, 0);
     matmul(cls, pooler_.w, pooled_pre_, {.transpose_b = true, .epilogue = gemm_epilogue::bias}, pooler_.b);
@@ -170,12 +257,17 @@ class model {
   /// Gradients of the mean loss of the last forward_loss (training mode) into params().flat_grads().
   /// `mode` accumulate adds to existing gradients (micro-batch accumulation); `loss_scale` multiplies the
   /// loss's gradient (fp16 loss scaling, or 1/N for averaging over N micro-batches).
+  /// Frozen parameters (see trainable_ranges) get no gradient (their slice of flat_grads() stays 0): their
+  /// weight-gradient GEMMs are skipped, and with the embeddings frozen so are the embedding backward and the
+  /// first layer's input gradient; forward keeps no activation only they would need. Change trainable flags
+  /// between steps, not between a forward and its backward.
   void backward(const batch<Device>& b, grad_mode gm = grad_mode::overwrite, float loss_scale = 1.0f) {
     LOOM_CHECK(mode_ == mode::training, "backward needs a forward_loss in training mode");
     params_.allocate_grads();
-    if (!grads_bound_) {
-      bind_views(params_.flat_grads(), dweights_, dembed_, dpooler_, dclassifier_);
-      grads_bound_ = true;
+    if (grads_version_ != params_.version() || dweights_.empty()) {
+      // Views of the gradient buffer; frozen parameters get empty views, which every kernel below skips.
+      bind_views(params_.flat_grads(), dweights_, dembed_, dpooler_, dclassifier_, dlora_, /*trainable_only=*/true);
+      grads_version_ = params_.version();
     }
     const index_t H = cfg_.hidden_size;
     // Classifier and pooler.
@@ -190,7 +282,26 @@ class model {
     const tensor<T, Device> cls = hidden().select(1, 0);
     linear_backward(dpooled_pre_, cls, pooler_.w, dpooler_.w, dpooler_.b, dcls, gm);
     // Encoder, last layer first. dx_ holds d(layer output); each layer turns it into d(layer input).
-    for (int l = cfg_.num_hidden_layers - 1; l >= 0; --l) layer_backward(weights_[l], dweights_[l], acts_[l], b.lengths, l, gm);
+    const bool embeddings_trainable = given(dembed_.word) || given(dembed_.position) || given(dembed_.token_type) ||
+                                      given(dembed_.ln_g) || given(dembed_.ln_b);
+    for (int l = cfg_.num_hidden_layers - 1; l >= 0; --l) {
+      const bool need_dx = l > 0 || embeddings_trainable;
+      if (!recompute_) {
+        layer_backward(weights_[l], dweights_[l], acts_[l], b.lengths, l, gm, need_dx);
+        continue;
+      }
+      layer_acts<T, Device>& a = acts_[0];
+      // The scratch set still holds the last layer's activations from forward; earlier layers are re-run from
+      // their kept input (into a spare output buffer: nothing downstream reads it again).
+      if (scratch_layer_ != l) {
+        a.input = l == 0 ? embed_out_ : layer_out_[l - 1];
+        a.out = recompute_out_;
+        layer_forward(weights_[l], a, b.lengths, l);
+        scratch_layer_ = l;
+      }
+      layer_backward(weights_[l], dweights_[l], a, b.lengths, l, gm, need_dx);
+    }
+    if (!embeddings_trainable) return;
     // Embeddings.
     if (cfg_.hidden_dropout_prob > 0) dropout_inplace(dx_, dropout_stream(0, 0), cfg_.hidden_dropout_prob);
     layer_norm_backward(dx_, embed_sum_, embed_.ln_g, embed_mean_, embed_rstd_, dsum_, dembed_.ln_g,
@@ -213,7 +324,6 @@ class model {
   };
 
   bool training() const { return mode_ == mode::training; }
-  const layer_acts<T, Device>& last() const { return training() ? acts_[cfg_.num_hidden_layers - 1] : acts_[0]; }
 
   void register_params() {
     const index_t H = cfg_.hidden_size, I = cfg_.intermediate_size;
@@ -249,13 +359,39 @@ class model {
     }
   }
 
-  // Views of every parameter (of `buffer`: the values or the gradients) grouped the way the math uses them.
+  static std::string lora_name(int l, int t, char which) {
+    return names::layer(l) + std::string(lora_module_paths[t]) + ".lora_" + which + ".weight";
+  }
+
+  // Binds the parameter views (and drops the gradient views: the buffers may have moved).
+  void rebind() {
+    bind_views(params_.flat(), weights_, embed_, pooler_, classifier_, lora_w_, false);
+    dweights_.clear();
+    rows_ = 0;  // activation buffers depend on the adapters too
+  }
+
+  // Views of every parameter (of `buffer`: the values or the gradients) grouped the way the math uses them. With
+  // `trainable_only`, frozen parameters get empty views.
   void bind_views(const tensor<T, Device>& buffer, std::vector<layer_params<T, Device>>& layers,
-                  embedding_params& e, dense_params& pooler, dense_params& classifier) const {
+                  embedding_params& e, dense_params& pooler, dense_params& classifier,
+                  std::vector<std::array<nn::lora_weights<T, Device>, lora_target_count>>& adapters,
+                  bool trainable_only) const {
     const index_t H = cfg_.hidden_size;
     auto get = [&](const std::string& name) {
       const nn::param_info& p = params_.info(name);
+      if (trainable_only && !p.trainable) return tensor<T, Device>{};
       return buffer.slice(0, p.offset, p.offset + p.numel()).reshape(p.extents);
+    };
+    // Q, K and V as one [3H, H] matrix (trainable if any of the three is).
+    auto fused = [&](const std::string& first, const shape& extents) {
+      if (trainable_only) {
+        const std::string stem = first.substr(0, first.rfind("query"));
+        const std::string leaf = first.substr(first.rfind("query") + 5);
+        if (!params_.trainable(first) && !params_.trainable(stem + "key" + leaf) &&
+            !params_.trainable(stem + "value" + leaf))
+          return tensor<T, Device>{};
+      }
+      return params_.fused(buffer, first, extents);
     };
     e = {get("embeddings.word_embeddings.weight"), get("embeddings.position_embeddings.weight"),
          get("embeddings.token_type_embeddings.weight"), get("embeddings.LayerNorm.weight"),
@@ -263,8 +399,8 @@ class model {
     layers.clear();
     for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
       const std::string p = names::layer(l);
-      layers.push_back({params_.fused(buffer, p + "attention.self.query.weight", {3 * H, H}),
-                        params_.fused(buffer, p + "attention.self.query.bias", {3 * H}),
+      layers.push_back({fused(p + "attention.self.query.weight", {3 * H, H}),
+                        fused(p + "attention.self.query.bias", {3 * H}),
                         get(p + "attention.output.dense.weight"), get(p + "attention.output.dense.bias"),
                         get(p + "attention.output.LayerNorm.weight"), get(p + "attention.output.LayerNorm.bias"),
                         get(p + "intermediate.dense.weight"), get(p + "intermediate.dense.bias"),
@@ -273,6 +409,11 @@ class model {
     }
     pooler = {get("pooler.dense.weight"), get("pooler.dense.bias")};
     if (head_) classifier = {get("classifier.weight"), get("classifier.bias")};
+    adapters.assign(lora_ ? cfg_.num_hidden_layers : 0, {});
+    for (std::size_t l = 0; l < adapters.size(); ++l)
+      for (int t = 0; t < lora_target_count; ++t)
+        if (lora_on_[t])
+          adapters[l][t] = {get(lora_name(static_cast<int>(l), t, 'A')), get(lora_name(static_cast<int>(l), t, 'B'))};
   }
 
   void check_batch(const batch<Device>& b) const {
@@ -288,25 +429,40 @@ class model {
     LOOM_CHECK(b.rows() > 0 && b.seq() > 0, "empty batch " + b.input_ids.extents().str());
   }
 
-  // Buffers sized for [rows, seq]; reallocated only when the shape changes (steady state allocates nothing).
+  // Buffers sized for [rows, seq]; reallocated only when the shape (or the recompute/LoRA setup) changes: steady
+  // state allocates nothing.
   void ensure_activations(index_t rows, index_t seq) {
     const bool train = training();
-    if (rows == rows_ && seq == seq_ && train == acts_trained_) return;
+    const bool per_layer = train && !recompute_;
+    // Per layer: whether backward reads h1 (intermediate.dense's dW, or its adapter) and inter (output.dense's).
+    std::vector<bool> keep;
+    for (int l = 0; per_layer && l < cfg_.num_hidden_layers; ++l) {
+      const std::string p = names::layer(l);
+      keep.push_back(params_.trainable(p + "intermediate.dense.weight") || (lora_ && lora_on_[4]));
+      keep.push_back(params_.trainable(p + "output.dense.weight") || (lora_ && lora_on_[5]));
+    }
+    if (rows == rows_ && seq == seq_ && train == acts_trained_ && keep == kept_) return;
     rows_ = rows;
     seq_ = seq;
     acts_trained_ = train;
+    kept_ = keep;
     const index_t N = rows * seq, H = cfg_.hidden_size, I = cfg_.intermediate_size, heads = cfg_.num_attention_heads;
-    const int count = train ? static_cast<int>(cfg_.num_hidden_layers) : 1;
+    const int count = per_layer ? static_cast<int>(cfg_.num_hidden_layers) : 1;
     acts_.assign(count, {});
-    for (auto& a : acts_) {
+    const tensor<T, Device> scratch_h({N, H});  // attn_out and ffn_out of every layer
+    tensor<T, Device> scratch_h1, scratch_inter;  // h1 / inter of the layers that need not keep them
+    for (int l = 0; l < count; ++l) {
+      layer_acts<T, Device>& a = acts_[l];
+      const bool keep_h1 = !per_layer || keep[2 * l], keep_inter = !per_layer || keep[2 * l + 1];
+      if (!keep_h1 && !scratch_h1.numel()) scratch_h1 = tensor<T, Device>({N, H});
+      if (!keep_inter && !scratch_inter.numel()) scratch_inter = tensor<T, Device>({N, I});
       a.qkv = tensor<T, Device>({N, 3 * H});
       a.ctx = tensor<T, Device>({N, H});
-      a.attn_out = tensor<T, Device>({N, H});
-      a.h1 = tensor<T, Device>({N, H});
+      a.attn_out = a.ffn_out = scratch_h;
+      a.h1 = keep_h1 ? tensor<T, Device>({N, H}) : scratch_h1;
       a.inter_pre = tensor<T, Device>({N, I});
-      a.inter = tensor<T, Device>({N, I});
-      a.ffn_out = tensor<T, Device>({N, H});
-      if (train) a.out = tensor<T, Device>({N, H});
+      a.inter = keep_inter ? tensor<T, Device>({N, I}) : scratch_inter;
+      if (per_layer) a.out = tensor<T, Device>({N, H});
       if (train) {
         a.lse = tensor<float, Device>({rows, heads, seq});
         a.sum1 = tensor<T, Device>({N, H});
@@ -316,6 +472,28 @@ class model {
         a.mean2 = tensor<float, Device>({N});
         a.rstd2 = tensor<float, Device>({N});
       }
+      for (int t = 0; t < lora_target_count; ++t)
+        if (lora_on_[t]) a.lora_u[t] = tensor<T, Device>({N, static_cast<index_t>(lora_->r)});
+    }
+    layer_out_.clear();
+    recompute_out_ = {};
+    if (train && recompute_) {
+      for (int l = 0; l < cfg_.num_hidden_layers; ++l) layer_out_.emplace_back(shape{N, H});
+      recompute_out_ = tensor<T, Device>({N, H});
+    }
+    scratch_layer_ = -1;
+    // LoRA scratch: the dropped-out adapter input and its gradient ([N, in] for the widest adapted input), and
+    // d(x A^T).
+    lora_x_drop_ = lora_dx_drop_ = lora_du_ = {};
+    if (lora_) {
+      index_t widest = 0;
+      for (int t = 0; t < lora_target_count; ++t)
+        if (lora_on_[t]) widest = std::max(widest, lora_target_features(cfg_, t)[0]);
+      if (train && lora_->dropout > 0) {
+        lora_x_drop_ = tensor<T, Device>({N * widest});
+        lora_dx_drop_ = tensor<T, Device>({N * widest});
+      }
+      if (train) lora_du_ = tensor<T, Device>({N, static_cast<index_t>(lora_->r)});
     }
     if (!train) ping_ = {tensor<T, Device>({N, H}), tensor<T, Device>({N, H})};
     embed_out_ = tensor<T, Device>({N, H});
@@ -345,37 +523,67 @@ class model {
     }
   }
 
+  // ---- LoRA hooks: each adds the adapter of target t (if any) to the output of the linear layer it wraps ----------
+  nn::lora_dropout lora_dropout_for(int l, int t) const {
+    if (!training() || lora_->dropout <= 0) return {};
+    const stream_id s = dropout_stream(l + 1, 4 + t);  // sites 4..9: one stream per adapter, as PEFT's per-module dropout
+    return {lora_->dropout, s.seed, s.offset};
+  }
+  tensor<T, Device> lora_scratch(const tensor<T, Device>& flat, const tensor<T, Device>& x) const {
+    return flat.numel() ? flat.slice(0, 0, x.numel()).reshape(x.extents()) : tensor<T, Device>{};
+  }
+  void lora_add(int l, int t, const tensor<T, Device>& x, const tensor<T, Device>& y, layer_acts<T, Device>& a) {
+    if (!lora_ || !lora_on_[t]) return;
+    nn::lora_forward(x, lora_w_[l][t], lora_->scaling(), lora_dropout_for(l, t), a.lora_u[t],
+                     lora_scratch(lora_x_drop_, x), y);
+  }
+  // dy: gradient of the wrapped layer's output; dx: its input's gradient, to which the adapter's share is added.
+  void lora_grad(int l, int t, const tensor<T, Device>& dy, const tensor<T, Device>& x, const tensor<T, Device>& dx,
+                 const layer_acts<T, Device>& a, grad_mode gm, bool need_dx = true) {
+    if (!lora_ || !lora_on_[t]) return;
+    nn::lora_backward(dy, x, lora_w_[l][t], dlora_[l][t], lora_->scaling(), lora_dropout_for(l, t), a.lora_u[t],
+                      lora_du_, lora_scratch(lora_x_drop_, x), lora_scratch(lora_dx_drop_, x), dx, gm, need_dx);
+  }
+
   void layer_forward(const layer_params<T, Device>& w, layer_acts<T, Device>& a, const tensor<std::int32_t, Device>& lengths,
                      int l) {
     const index_t H = cfg_.hidden_size;
     const float eps = static_cast<float>(cfg_.layer_norm_eps);
     const bool train = training();
-    // Self-attention: one fused QKV projection, fused attention, output projection.
+    // Self-attention: one fused QKV projection (adapters add into their column slice), fused attention, output
+    // projection.
     matmul(a.input, w.qkv_w, a.qkv, {.transpose_b = true, .epilogue = gemm_epilogue::bias}, w.qkv_b);
+    for (int t = 0; t < 3; ++t) lora_add(l, t, a.input, a.qkv.slice(1, t * H, (t + 1) * H), a);
     attention_forward(a.qkv.reshape({rows_, seq_, 3, cfg_.num_attention_heads, H / cfg_.num_attention_heads}),
                                lengths, a.ctx.reshape({rows_, seq_, H}), train ? a.lse : tensor<float, Device>{},
                                attention_dropout_for(l));
     matmul(a.ctx, w.attn_out_w, a.attn_out, {.transpose_b = true, .epilogue = gemm_epilogue::bias}, w.attn_out_b);
+    lora_add(l, 3, a.ctx, a.attn_out, a);
     if (train) dropout_inplace(a.attn_out, dropout_stream(l + 1, 1), cfg_.hidden_dropout_prob);
     add_layer_norm_forward(a.input, a.attn_out, w.ln1_g, w.ln1_b, eps, train ? a.sum1 : tensor<T, Device>{},
                                     a.h1, train ? a.mean1 : tensor<float, Device>{},
                                     train ? a.rstd1 : tensor<float, Device>{});
-    // Feed-forward: GELU kept apart from the GEMM in training (its input is needed for the backward).
-    if (train) {
-      matmul(a.h1, w.inter_w, a.inter_pre, {.transpose_b = true, .epilogue = gemm_epilogue::bias}, w.inter_b);
-      a.inter = gelu(a.inter_pre);
+    // Feed-forward: GELU kept apart from the GEMM in training (its input is needed for the backward) and when an
+    // adapter must add in before it.
+    const bool inter_adapted = lora_ && lora_on_[4];
+    if (train || inter_adapted) {
+      const tensor<T, Device>& pre = train ? a.inter_pre : a.inter;
+      matmul(a.h1, w.inter_w, pre, {.transpose_b = true, .epilogue = gemm_epilogue::bias}, w.inter_b);
+      lora_add(l, 4, a.h1, pre, a);
+      a.inter = gelu(pre);
     } else {
       matmul(a.h1, w.inter_w, a.inter, {.transpose_b = true, .epilogue = gemm_epilogue::bias_gelu}, w.inter_b);
     }
     matmul(a.inter, w.out_w, a.ffn_out, {.transpose_b = true, .epilogue = gemm_epilogue::bias}, w.out_b);
+    lora_add(l, 5, a.inter, a.ffn_out, a);
     if (train) dropout_inplace(a.ffn_out, dropout_stream(l + 1, 2), cfg_.hidden_dropout_prob);
     add_layer_norm_forward(a.h1, a.ffn_out, w.ln2_g, w.ln2_b, eps, train ? a.sum2 : tensor<T, Device>{}, a.out,
                                     train ? a.mean2 : tensor<float, Device>{}, train ? a.rstd2 : tensor<float, Device>{});
   }
 
-  // dx_ holds d(out) on entry and d(input) on exit.
+  // dx_ holds d(out) on entry and d(input) on exit (unless !need_dx: the layer below needs no gradient).
   void layer_backward(const layer_params<T, Device>& w, const layer_params<T, Device>& dw, const layer_acts<T, Device>& a,
-                      const tensor<std::int32_t, Device>& lengths, int l, grad_mode gm) {
+                      const tensor<std::int32_t, Device>& lengths, int l, grad_mode gm, bool need_dx) {
     const index_t H = cfg_.hidden_size;
     // out = LN2(h1 + ffn_out)
     layer_norm_backward(dx_, a.sum2, w.ln2_g, a.mean2, a.rstd2, dsum_, dw.ln2_g, dw.ln2_b, gm,
@@ -383,35 +591,43 @@ class model {
     // d h1 gets the residual share now and the FFN share below.
     assign(dh1_, dsum_);
     if (cfg_.hidden_dropout_prob > 0) dropout_inplace(dsum_, dropout_stream(l + 1, 2), cfg_.hidden_dropout_prob);
-    // ffn_out = inter W_out^T + b_out
+    // ffn_out = inter W_out^T + b_out (+ adapter)
     linear_backward(dsum_, a.inter, w.out_w, dw.out_w, dw.out_b, dinter_, gm);
+    lora_grad(l, 5, dsum_, a.inter, dinter_, a, gm);
     // inter = gelu(inter_pre): one fused pass for the derivative.
     dinter_ = autograd::backprop<0>(gelu(autograd::variable<0>(a.inter_pre)), dinter_);
-    // inter_pre = h1 W_inter^T + b_inter; its input gradient adds into d h1.
+    // inter_pre = h1 W_inter^T + b_inter (+ adapter); its input gradient adds into d h1.
     linear_backward(dinter_, a.h1, w.inter_w, dw.inter_w, dw.inter_b, dh1_, gm, grad_mode::accumulate);
+    lora_grad(l, 4, dinter_, a.h1, dh1_, a, gm);
     // h1 = LN1(input + attn_out)
     layer_norm_backward(dh1_, a.sum1, w.ln1_g, a.mean1, a.rstd1, dsum_, dw.ln1_g, dw.ln1_b, gm,
                                  grad_mode::overwrite, ln_workspace_);
-    assign(dx_, dsum_);  // residual share of d input
+    if (need_dx) assign(dx_, dsum_);  // residual share of d input
     if (cfg_.hidden_dropout_prob > 0) dropout_inplace(dsum_, dropout_stream(l + 1, 1), cfg_.hidden_dropout_prob);
-    // attn_out = ctx W_o^T + b_o
+    // attn_out = ctx W_o^T + b_o (+ adapter)
     linear_backward(dsum_, a.ctx, w.attn_out_w, dw.attn_out_w, dw.attn_out_b, dctx_, gm);
+    lora_grad(l, 3, dsum_, a.ctx, dctx_, a, gm);
     attention_backward(a.qkv.reshape({rows_, seq_, 3, cfg_.num_attention_heads, H / cfg_.num_attention_heads}),
                                 lengths, a.ctx.reshape({rows_, seq_, H}), dctx_.reshape({rows_, seq_, H}), a.lse,
                                 dqkv_.reshape({rows_, seq_, 3, cfg_.num_attention_heads, H / cfg_.num_attention_heads}),
                                 grad_mode::overwrite, attention_dropout_for(l));
-    // qkv = input W_qkv^T + b_qkv; its input gradient adds into d input.
-    linear_backward(dqkv_, a.input, w.qkv_w, dw.qkv_w, dw.qkv_b, dx_, gm, grad_mode::accumulate);
+    // qkv = input W_qkv^T + b_qkv (+ adapters on column slices); its input gradient adds into d input.
+    linear_backward(dqkv_, a.input, w.qkv_w, dw.qkv_w, dw.qkv_b, need_dx ? dx_ : tensor<T, Device>{}, gm,
+                    grad_mode::accumulate);
+    for (int t = 0; t < 3; ++t) lora_grad(l, t, dqkv_.slice(1, t * H, (t + 1) * H), a.input, dx_, a, gm, need_dx);
   }
 
-  // y = x W^T + b: dW (+)= dy^T x, db (+)= sum_rows dy, dx (=|+=) dy W.
+  static bool given(const tensor<T, Device>& t) { return t.numel() > 0; }
+
+  // y = x W^T + b: dW (+)= dy^T x, db (+)= sum_rows dy, dx (=|+=) dy W. An empty dW / db (frozen) or dx (not
+  // needed) is skipped.
   void linear_backward(const tensor<T, Device>& dy, const tensor<T, Device>& x, const tensor<T, Device>& weight,
                        const tensor<T, Device>& dweight, const tensor<T, Device>& dbias, const tensor<T, Device>& dx,
                        grad_mode param_mode, grad_mode input_mode = grad_mode::overwrite) {
     const float beta = param_mode == grad_mode::accumulate ? 1.0f : 0.0f;
-    matmul(dy, x, dweight, {.transpose_a = true, .beta = beta});
-    autograd::store_grad(dbias, dy, param_mode);
-    matmul(dy, weight, dx, {.beta = input_mode == grad_mode::accumulate ? 1.0f : 0.0f});
+    if (given(dweight)) matmul(dy, x, dweight, {.transpose_a = true, .beta = beta});
+    if (given(dbias)) autograd::store_grad(dbias, dy, param_mode);
+    if (given(dx)) matmul(dy, weight, dx, {.beta = input_mode == grad_mode::accumulate ? 1.0f : 0.0f});
   }
 
   // Dropout streams: (seed, offset) with the offset unique per step, layer and site, so masks are reproducible
@@ -446,12 +662,29 @@ class model {
   std::vector<layer_params<T, Device>> weights_, dweights_;
   embedding_params embed_, dembed_;
   dense_params pooler_, dpooler_, classifier_, dclassifier_;
-  bool grads_bound_ = false;
+  std::uint64_t grads_version_ = 0;  // params_.version() the gradient views were bound at
+
+  // LoRA: options, which targets are adapted, the adapters' views (values and gradients, [layer][target]), and
+  // what enable_lora changed (to undo on merge).
+  std::optional<nn::lora_options> lora_;
+  std::array<bool, lora_target_count> lora_on_{};
+  std::vector<std::array<nn::lora_weights<T, Device>, lora_target_count>> lora_w_, dlora_;
+  std::size_t base_param_count_ = 0;
+  std::vector<bool> saved_trainable_;
+  tensor<T, Device> lora_x_drop_, lora_dx_drop_, lora_du_;  // scratch shared by every adapter
+
+  // Activation recomputation: each layer's output (the next one's input), a spare output for the re-runs, and
+  // which layer the scratch activations (acts_[0]) hold.
+  bool recompute_ = false;
+  std::vector<tensor<T, Device>> layer_out_;
+  tensor<T, Device> recompute_out_, final_out_;
+  int scratch_layer_ = -1;
 
   mode mode_ = mode::inference;
   std::uint64_t seed_ = 0, step_ = 0;
   index_t rows_ = 0, seq_ = 0;
   bool acts_trained_ = false;
+  std::vector<bool> kept_;  // per layer: h1 kept, inter kept (see ensure_activations)
   std::vector<layer_acts<T, Device>> acts_;
   std::array<tensor<T, Device>, 2> ping_;  // inference: alternating layer outputs
   tensor<T, Device> embed_out_, embed_sum_, pooled_pre_, pooled_, logits_, classifier_in_, dropped_pooled_;

@@ -43,8 +43,10 @@ struct memory_plan {
   std::int64_t total() const { return parameters + gradients + optimizer + activations; }
 };
 
+/// `recompute`: activation recomputation (model::set_recompute), which keeps one layer's activations plus every
+/// layer's output.
 inline memory_plan plan_memory(const io::bert_config& c, std::int64_t batch, std::int64_t seq, int param_bytes,
-                               bool training, bool classifier_head = true) {
+                               bool training, bool classifier_head = true, bool recompute = false) {
   const std::int64_t P = parameter_count(c, classifier_head);
   const std::int64_t N = batch * seq, H = c.hidden_size, I = c.intermediate_size, L = c.num_hidden_layers;
   memory_plan m;
@@ -52,16 +54,18 @@ inline memory_plan plan_memory(const io::bert_config& c, std::int64_t batch, std
   if (training) {
     m.gradients = P * param_bytes;
     m.optimizer = P * 4 * 2 + (param_bytes == 4 ? 0 : P * 4);
-    // Per layer (bert::layer_acts): qkv 3H, ctx, attn_out, sum1, h1, ffn_out, sum2, out (7H); inter_pre, inter
-    // (2I), in elements; LN statistics and lse in fp32.
-    const std::int64_t per_layer = N * (3 * H + 7 * H + 2 * I) * param_bytes +
+    // Per layer (bert::layer_acts): qkv 3H, ctx, sum1, h1, sum2, out (5H); inter_pre, inter (2I), in elements;
+    // LN statistics and lse in fp32.
+    const std::int64_t per_layer = N * (3 * H + 5 * H + 2 * I) * param_bytes +
                                    (4 * N + batch * c.num_attention_heads * seq) * 4;
-    // Embedding output and its LN input (2H); backward scratch (dx, dsum, dh1, dctx: 4H; dinter: I; dqkv: 3H).
-    const std::int64_t shared = N * (2 * H + 4 * H + I + 3 * H) * param_bytes + 2 * N * 4;
-    m.activations = L * per_layer + shared;
+    // Embedding output and its LN input (2H); attn_out/ffn_out scratch (H); backward scratch (dx, dsum, dh1, dctx:
+    // 4H; dinter: I; dqkv: 3H).
+    const std::int64_t shared = N * (2 * H + H + 4 * H + I + 3 * H) * param_bytes + 2 * N * 4;
+    // Recomputation: one layer's set (without its output) plus every layer's output and a spare one.
+    m.activations = recompute ? per_layer + L * N * H * param_bytes + shared : L * per_layer + shared;
   } else {
     // One layer's buffers reused by every layer, plus two alternating outputs and the embedding output.
-    m.activations = N * (3 * H + 4 * H + 2 * I + 3 * H) * param_bytes;
+    m.activations = N * (3 * H + 3 * H + 2 * I + 3 * H) * param_bytes;
   }
   return m;
 }
