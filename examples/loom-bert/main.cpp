@@ -12,9 +12,11 @@
 #include "cmd_inspect.hpp"   // defines: register_inspect
 #include "cmd_bench.hpp"     // defines: register_bench
 #include "cmd_embed.hpp"     // defines: register_embed
+#include "cmd_eval.hpp"      // defines: register_eval
 #include "cmd_info.hpp"      // defines: register_info
 #include "cmd_predict.hpp"   // defines: register_predict
 #include "cmd_tokenize.hpp"  // defines: register_tokenize
+#include "cmd_train.hpp"     // defines: register_train
 
 namespace {
 
@@ -34,6 +36,8 @@ int main(int argc, char** argv) {
   CLI::App app{"loom-bert: BERT tokenization, inspection, training and serving with loom", "loom-bert"};
   app.require_subcommand(1);
   loom_bert::register_tokenize(app);
+  loom_bert::register_train(app);
+  loom_bert::register_eval(app);
   loom_bert::register_predict(app);
   loom_bert::register_embed(app);
   loom_bert::register_info(app);

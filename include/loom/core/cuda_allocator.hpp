@@ -46,3 +46,22 @@ inline void cuda_free(void* p, std::size_t bytes, int device, cudaStream_t strea
 }
 
 }  // namespace loom
+
+namespace loom {
+
+/// Page-locked host memory: copies from it to the GPU are truly asynchronous (DMA, no staging copy).
+inline void* cuda_host_allocate(std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  void* p = nullptr;
+  LOOM_CUDA_CHECK(cudaMallocHost(&p, bytes));
+  detail::record_alloc(-1, bytes);
+  return p;
+}
+
+inline void cuda_host_free(void* p, std::size_t bytes) noexcept {
+  if (!p) return;
+  cudaFreeHost(p);
+  detail::record_free(-1, bytes);
+}
+
+}  // namespace loom

@@ -46,4 +46,12 @@ storage allocate_storage(std::size_t bytes) {
   }
 }
 
+#if LOOM_HAS_CUDA_RUNTIME
+/// Host storage in page-locked memory, for buffers that feed asynchronous copies to the GPU.
+inline storage allocate_pinned_storage(std::size_t bytes) {
+  auto* p = static_cast<std::byte*>(cuda_host_allocate(bytes));
+  return {std::shared_ptr<std::byte>(p, [bytes](std::byte* q) { cuda_host_free(q, bytes); }), bytes, -1};
+}
+#endif
+
 }  // namespace loom

@@ -77,8 +77,11 @@ void init_weights(model<P, Par, D>& m, std::uint64_t seed) {
 /// Loads `path` (a model.safetensors) into `m`. Every tensor's shape must match config.json's sizes: a mismatch
 /// throws naming the tensor and both shapes. F32/F16/BF16/F64 load into any precision. A missing classifier
 /// head is initialised (fine-tuning a BertModel checkpoint); any other missing tensor throws.
+/// With `reinit_mismatched_head`, a classifier head whose shape differs from the model's (fine-tuning a classifier
+/// checkpoint on data with another label set) is initialised instead of refused.
 template <class P, class Par, class D>
-load_report load_safetensors(model<P, Par, D>& m, const std::filesystem::path& path, std::uint64_t init_seed = 42) {
+load_report load_safetensors(model<P, Par, D>& m, const std::filesystem::path& path, std::uint64_t init_seed = 42,
+                             bool reinit_mismatched_head = false) {
   using T = typename model<P, Par, D>::T;
   const auto file = io::safetensors_file::open(path);
   const io::safetensors_view& v = file.view();
@@ -97,6 +100,11 @@ load_report load_safetensors(model<P, Par, D>& m, const std::filesystem::path& p
     }
     bool same = static_cast<int>(t->shape.size()) == p.extents.rank();
     for (int d = 0; same && d < p.extents.rank(); ++d) same = static_cast<index_t>(t->shape[d]) == p.extents[d];
+    if (!same && reinit_mismatched_head && p.name.starts_with("classifier.")) {
+      init_parameter(staging, p, m.cfg(), init_seed);
+      report.initialized.push_back(p.name);
+      continue;
+    }
     LOOM_CHECK(same, path.string() + ": tensor '" + t->name + "' has shape " + detail::shape_of(*t) +
                          " but config.json implies " + p.extents.str() +
                          " (check hidden_size, intermediate_size, vocab_size, num_labels)");

@@ -1,0 +1,56 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// Everything a fine-tuning run is configured by (the `loom-bert train` flags, in the HF Trainer's spirit).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "dataset.hpp"
+
+namespace loom::train {
+
+struct train_options {
+  std::string model_dir;    ///< a HF checkpoint folder to fine-tune, or
+  std::string config_file;  ///< a config.json to train from scratch (then `vocab` is required)
+  std::string vocab;        ///< vocab.txt for --config
+  bool lower = true;        ///< lower-case (with --config/--vocab)
+  std::string train, dev, format;
+  double dev_split = 0.1;  ///< fraction of --train held out when no --dev is given
+  columns cols;
+  int epochs = 3;
+  std::size_t batch = 32;
+  int grad_accum = 1;
+  double lr = 5e-5, warmup_ratio = 0.0, weight_decay = 0.01, max_grad_norm = 1.0;
+  double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_eps = 1e-8;
+  std::string schedule = "linear";  ///< constant | linear | cosine
+  std::size_t max_seq_len = 128;
+  std::string precision = "fp32", device = "cpu";
+  std::uint64_t seed = 42;
+  int lora_r = 0;
+  double lora_alpha = 16, lora_dropout = 0.1;
+  std::string lora_targets = "query,value";
+  bool recompute = false;
+  std::string output, resume;
+  std::int64_t max_steps = -1;   ///< stop after this many optimizer steps (overrides epochs)
+  std::int64_t eval_every = 0;   ///< evaluate every N steps (0: at the end of each epoch)
+  int early_stopping = 0;        ///< stop after N evaluations without improvement (0: never)
+  std::string metric = "accuracy";  ///< accuracy | macro_f1 | loss
+  int log_every = 10;
+  int save_total_limit = 2;
+  std::size_t eval_batch = 0;  ///< 0: 2 x batch
+
+  nlohmann::json to_json() const {
+    return {{"model", model_dir}, {"config", config_file}, {"train", train}, {"dev", dev}, {"epochs", epochs},
+            {"batch_size", batch}, {"grad_accum", grad_accum}, {"lr", lr}, {"warmup_ratio", warmup_ratio},
+            {"weight_decay", weight_decay}, {"max_grad_norm", max_grad_norm}, {"schedule", schedule},
+            {"max_seq_len", max_seq_len}, {"precision", precision}, {"device", device}, {"seed", seed},
+            {"lora_r", lora_r}, {"lora_alpha", lora_alpha}, {"lora_dropout", lora_dropout}, {"recompute", recompute},
+            {"max_steps", max_steps}, {"text_column", cols.text}, {"text_b_column", cols.text_b},
+            {"label_column", cols.label}};
+  }
+};
+
+}  // namespace loom::train

@@ -1,0 +1,407 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// Fine-tuning a BERT classifier end to end: data -> batches (background collation) -> forward/backward with
+// gradient accumulation -> clipped AdamW with a warmup schedule (and loss scaling for fp16) -> periodic evaluation,
+// JSONL metrics, early stopping, atomic checkpoints with everything --resume needs to continue bit-exactly.
+#pragma once
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+
+#include "../io/tokenizer_config.hpp"
+#include "../models/bert/model.hpp"
+#include "../models/bert/weights.hpp"
+#include "../models/bert/lora.hpp"
+#include "../optim/adamw.hpp"
+#include "../optim/clip.hpp"
+#include "../optim/schedule.hpp"
+#include "../precision/loss_scaler.hpp"
+#include "checkpoint.hpp"
+#include "loader.hpp"
+#include "metrics.hpp"
+#include "options.hpp"
+#include "progress.hpp"
+#include "sampler.hpp"
+
+namespace loom::train {
+
+namespace fs = std::filesystem;
+
+/// The data and the model description a run starts from (everything checked before any training starts).
+struct prepared_run {
+  io::bert_config config;
+  fs::path weights;  ///< empty: train from scratch
+  fs::path vocab;
+  io::bert_tokenizer_config tokenizer_config;
+  std::vector<std::string> labels;
+  dataset train, dev;
+};
+
+/// Reads and checks everything: flags, model folder or config, tokenizer, train/dev files, labels.
+inline prepared_run prepare(const train_options& o) {
+  prepared_run r;
+  LOOM_CHECK(o.model_dir.empty() != o.config_file.empty(), "give exactly one of --model DIR or --config FILE");
+  LOOM_CHECK(!o.train.empty(), "--train FILE is required");
+  LOOM_CHECK(o.epochs >= 1 || o.max_steps > 0, "--epochs must be at least 1");
+  LOOM_CHECK(o.batch >= 1 && o.grad_accum >= 1, "--batch-size and --grad-accum must be positive");
+  LOOM_CHECK(o.lr > 0 && std::isfinite(o.lr), "--lr must be positive");
+  LOOM_CHECK(o.warmup_ratio >= 0 && o.warmup_ratio < 1, "--warmup-ratio must be in [0, 1)");
+  LOOM_CHECK(o.weight_decay >= 0, "--weight-decay must not be negative");
+  LOOM_CHECK(o.schedule == "linear" || o.schedule == "cosine" || o.schedule == "constant",
+             "--schedule must be constant, linear or cosine");
+  LOOM_CHECK(o.metric == "accuracy" || o.metric == "macro_f1" || o.metric == "loss",
+             "--metric must be accuracy, macro_f1 or loss");
+  LOOM_CHECK(!o.output.empty(), "--output DIR is required");
+  if (!o.model_dir.empty()) {
+    const fs::path d = o.model_dir;
+    LOOM_CHECK(fs::is_directory(d), "--model " + o.model_dir + ": not a folder");
+    for (const char* f : {"config.json", "model.safetensors", "vocab.txt"})
+      LOOM_CHECK(fs::exists(d / f), "--model " + o.model_dir + ": " + f + " is missing");
+    r.config = io::bert_config::load(d / "config.json");
+    r.weights = d / "model.safetensors";
+    r.vocab = d / "vocab.txt";
+    if (fs::exists(d / "tokenizer_config.json")) r.tokenizer_config = io::bert_tokenizer_config::load(d / "tokenizer_config.json");
+  } else {
+    LOOM_CHECK(!o.vocab.empty(), "--config needs --vocab FILE (the WordPiece vocabulary)");
+    LOOM_CHECK(fs::exists(o.vocab), "--vocab " + o.vocab + ": file not found");
+    r.config = io::bert_config::load(o.config_file);
+    r.vocab = o.vocab;
+    r.tokenizer_config.do_lower_case = o.lower;
+  }
+  LOOM_CHECK(static_cast<std::int64_t>(o.max_seq_len) <= r.config.max_position_embeddings,
+             "--max-seq-len " + std::to_string(o.max_seq_len) + " exceeds the model's max_position_embeddings " +
+                 std::to_string(r.config.max_position_embeddings));
+  LOOM_CHECK(o.max_seq_len >= 3, "--max-seq-len must be at least 3");
+  io::wordpiece_options wo;
+  wo.basic.do_lower_case = r.tokenizer_config.do_lower_case;
+  wo.basic.strip_accents = r.tokenizer_config.strip_accents;
+  wo.basic.tokenize_chinese_chars = r.tokenizer_config.tokenize_chinese_chars;
+  const auto tok = io::wordpiece_tokenizer::from_file(r.vocab, wo);
+  LOOM_CHECK(static_cast<std::int64_t>(tok.get_vocab().size()) <= r.config.vocab_size,
+             r.vocab.string() + " has " + std::to_string(tok.get_vocab().size()) +
+                 " tokens but config.json's vocab_size is " + std::to_string(r.config.vocab_size));
+  const auto fmt = [&](const std::string& path) {
+    if (!o.format.empty()) return io::parse_table_format(o.format);
+    const std::string ext = fs::path(path).extension().string();
+    if (ext == ".csv") return io::table_format::csv;
+    if (ext == ".jsonl" || ext == ".json") return io::table_format::jsonl;
+    if (ext == ".tsv") return io::table_format::tsv;
+    throw loom::invalid_argument("cannot tell the format of '" + path + "': pass --format tsv|csv|jsonl");
+  };
+  labelled_rows train_rows = read_labelled(o.train, fmt(o.train), o.cols);
+  labelled_rows dev_rows;
+  if (!o.dev.empty()) {
+    dev_rows = read_labelled(o.dev, fmt(o.dev), o.cols);
+  } else {
+    auto [t, d] = split(train_rows, o.dev_split, o.seed);
+    train_rows = std::move(t);
+    dev_rows = std::move(d);
+  }
+  r.labels = label_set(train_rows.labels);
+  LOOM_CHECK(r.labels.size() >= 2, o.train + ": the label column has a single value ('" + r.labels[0] +
+                                       "'): classification needs at least two classes");
+  std::map<std::string, std::int64_t> ids;
+  for (std::size_t i = 0; i < r.labels.size(); ++i) ids[r.labels[i]] = static_cast<std::int64_t>(i);
+  r.train = tokenize(train_rows, tok, o.max_seq_len, ids);
+  r.dev = tokenize(dev_rows, tok, o.max_seq_len, ids);
+  r.config.set_labels(r.labels);
+  return r;
+}
+
+/// The learning-rate schedule by name, as transformers' get_*_schedule functions.
+inline optim::lr_schedule make_schedule(const std::string& name, std::int64_t warmup, std::int64_t total) {
+  if (name == "constant") return warmup > 0 ? optim::constant_schedule_with_warmup(warmup) : optim::constant_schedule();
+  if (name == "cosine") return optim::cosine_schedule_with_warmup(warmup, total);
+  return optim::linear_schedule_with_warmup(warmup, total);
+}
+
+template <class Precision, class Device>
+class trainer {
+ public:
+  using model_t = bert::model<Precision, parallel::single, Device>;
+  using T = typename model_t::T;
+
+  trainer(const train_options& o, prepared_run run) : o_(o), run_(std::move(run)), model_(run_.config) {
+    if (run_.weights.empty()) {
+      bert::init_weights(model_, o_.seed);
+    } else {
+      const auto report = bert::load_safetensors(model_, run_.weights, o_.seed, /*reinit_mismatched_head=*/true);
+      for (const auto& n : report.initialized) std::fprintf(stderr, "loom-bert: initialised %s (not in the checkpoint)\n", n.c_str());
+    }
+    model_.set_recompute(o_.recompute);
+    if (o_.lora_r > 0) {
+      nn::lora_options lo;  // PEFT's SEQ_CLS setup: adapters on the targets, base frozen, classifier trained
+      lo.r = o_.lora_r;
+      lo.alpha = o_.lora_alpha;
+      lo.dropout = o_.lora_dropout;
+      lo.targets = nn::parse_lora_targets(o_.lora_targets);
+      model_.enable_lora(lo, o_.seed);
+    }
+    // After enable_lora: the optimizer updates only trainable parameters (param_info::trainable).
+    optim::adamw_options ao;
+    ao.beta1 = o_.adam_beta1;
+    ao.beta2 = o_.adam_beta2;
+    ao.eps = o_.adam_eps;
+    ao.weight_decay = o_.weight_decay;
+    optimizer_ = std::make_unique<optim::adamw<Precision, Device>>(model_.params(), ao, optim::hf_decay_ranges(model_.params()));
+    const std::size_t batches = (run_.train.size() + o_.batch - 1) / o_.batch;
+    steps_per_epoch_ = static_cast<std::int64_t>((batches + o_.grad_accum - 1) / o_.grad_accum);
+    total_steps_ = o_.max_steps > 0 ? o_.max_steps : steps_per_epoch_ * o_.epochs;
+    warmup_steps_ = static_cast<std::int64_t>(std::ceil(o_.warmup_ratio * static_cast<double>(total_steps_)));
+    schedule_ = make_schedule(o_.schedule, warmup_steps_, total_steps_);
+    fs::create_directories(o_.output);
+    if (!o_.resume.empty()) restore(resolve_checkpoint(o_.resume));
+  }
+
+  model_t& model() { return model_; }
+
+  /// Runs to the end (epochs, max steps or early stop); returns the last evaluation.
+  classification_report run() {
+    std::ofstream log(fs::path(o_.output) / "metrics.jsonl", std::ios::app);
+    LOOM_CHECK(log.good(), (fs::path(o_.output) / "metrics.jsonl").string() + ": cannot open for writing");
+    progress_line bar(total_steps_, o_.log_every);
+    bar.restart(step_, sequences_);
+    tensor<float, Device> loss_sum(shape{});
+    assign(loss_sum, 0.0);
+    std::int64_t logged_steps = 0;
+    classification_report last;
+    bool stop = false;
+    while (!stop && step_ < total_steps_) {
+      const auto batches = epoch_batches(run_.train, o_.batch, o_.seed, static_cast<std::uint64_t>(epoch_));
+      batch_loader loader(run_.train, batches, batch_in_epoch_, pad_id(),
+                          [](const shape& s) { return tensor<std::int32_t, host>(s); });
+      host_batch hb;
+      int micro = 0;
+      while (!stop && loader.next(hb)) {
+        const bert::batch<Device> b = upload(hb);
+        // fp16: the loss is scaled (a host read of the scale, once per micro-batch); accumulation averages.
+        const float scale = loss_scale() / static_cast<float>(o_.grad_accum);
+        model_.forward_loss(b, bert::mode::training, o_.seed, static_cast<std::uint64_t>(micro_step_));
+        model_.backward(b, micro == 0 ? autograd::grad_mode::overwrite : autograd::grad_mode::accumulate, scale);
+        assign(loss_sum, loss_sum + model_.loss() * (1.0 / o_.grad_accum));
+        sequences_ += hb.labels.numel();
+        ++micro_step_;
+        batch_in_epoch_ = hb.index + 1;
+        if (++micro < o_.grad_accum && batch_in_epoch_ < batches.size()) continue;
+        micro = 0;
+        const double lr = schedule_.lr(o_.lr, step_);
+        if constexpr (Precision::loss_scaling) scaler_.unscale(*optimizer_);
+        if (o_.max_grad_norm > 0) optim::clip_grad_norm(*optimizer_, static_cast<float>(o_.max_grad_norm));
+        optimizer_->step(lr);
+        if constexpr (Precision::loss_scaling) scaler_.update();
+        ++step_;
+        ++logged_steps;
+        const double epoch_pos = static_cast<double>(epoch_) + static_cast<double>(batch_in_epoch_) / batches.size();
+        if (step_ % o_.log_every == 0 || step_ == total_steps_) {
+          const double mean_loss = static_cast<double>(to<host>(loss_sum)()) / static_cast<double>(logged_steps);
+          assign(loss_sum, 0.0);
+          logged_steps = 0;
+          last_loss_ = mean_loss;
+          bar.update(step_, epoch_pos, mean_loss, lr, sequences_, true);
+          log << nlohmann::json{{"type", "train"}, {"step", step_}, {"epoch", epoch_pos}, {"loss", mean_loss},
+                                {"lr", lr}, {"grad_norm", optimizer_->grad_norm()},
+                                {"loss_scale", loss_scale()}, {"skipped_steps", skipped_steps()}}
+                     .dump()
+              << "\n" << std::flush;
+        }
+        const bool epoch_end = batch_in_epoch_ >= batches.size();
+        if ((o_.eval_every > 0 && step_ % o_.eval_every == 0) || (o_.eval_every == 0 && epoch_end) ||
+            step_ == total_steps_) {
+          bar.finish_line();
+          last = evaluate_and_save(log, epoch_pos, stop);
+          if (epoch_end) {
+            ++epoch_;
+            batch_in_epoch_ = 0;
+          }
+          save(epoch_pos);
+        }
+        if (step_ >= total_steps_) stop = true;
+      }
+      if (batch_in_epoch_ >= batches.size()) {
+        ++epoch_;
+        batch_in_epoch_ = 0;
+      }
+    }
+    bar.finish_line();
+    if (o_.lora_r > 0 && fs::exists(fs::path(o_.output) / "adapter" / "adapter_config.json")) {
+      // The output folder gets the best adapter folded into the base weights: an ordinary HF checkpoint.
+      bert::load_lora_adapter(model_, fs::path(o_.output) / "adapter");
+      model_.merge_lora();
+      save_pretrained_into(model_, o_.output, parameters_f32(model_), run_.vocab, run_.tokenizer_config);
+    }
+    return last;
+  }
+
+  /// Predictions and metrics of the current model on `d`.
+  classification_report evaluate(const dataset& d) {
+    const std::size_t eb = o_.eval_batch ? o_.eval_batch : 2 * o_.batch;
+    std::vector<std::int32_t> predictions(d.size());
+    double loss = 0;
+    host_batch hb;
+    for (const auto& rows : epoch_batches(d, eb, 0, 0, /*shuffle=*/false)) {
+      collate(d, rows, pad_id(), hb, [](const shape& s) { return tensor<std::int32_t, host>(s); });
+      model_.forward(upload(hb), bert::mode::inference);
+      const auto logits = to<host>(contiguous(model_.logits()));
+      const index_t C = logits.extent(1);
+      for (std::size_t r = 0; r < rows.size(); ++r) {
+        double top = -INFINITY, total = 0;
+        std::int32_t best = 0;
+        for (index_t c = 0; c < C; ++c) {
+          const double z = convert<float>(logits(static_cast<index_t>(r), c));
+          if (z > top) top = z, best = static_cast<std::int32_t>(c);
+        }
+        for (index_t c = 0; c < C; ++c) total += std::exp(convert<float>(logits(static_cast<index_t>(r), c)) - top);
+        loss += std::log(total) + top - convert<float>(logits(static_cast<index_t>(r), d.labels[rows[r]]));
+        predictions[rows[r]] = best;
+      }
+    }
+    auto report = classify_report(d.labels, predictions, static_cast<int>(run_.labels.size()));
+    report.loss = loss / static_cast<double>(d.size());
+    return report;
+  }
+
+  const std::vector<std::string>& labels() const { return run_.labels; }
+  std::int64_t steps() const { return step_; }
+  double last_loss() const { return last_loss_; }
+
+ private:
+  float loss_scale() const {
+    if constexpr (Precision::loss_scaling) return scaler_.scale();
+    else return 1.0f;
+  }
+  std::int64_t skipped_steps() const {
+    if constexpr (Precision::loss_scaling) return scaler_.state().skipped_steps;
+    else return 0;
+  }
+  /// Parameters as fp32 in the flat layout: the optimizer's master copy for mixed precision, else the model's own.
+  tensor<float, host> master_values() const {
+    if (optimizer_->master().numel() > 0) return to<host>(optimizer_->master());
+    return parameters_f32(model_);
+  }
+
+  std::int32_t pad_id() const { return static_cast<std::int32_t>(run_.config.pad_token_id.value_or(0)); }
+
+  // Host batches go to the device through page-locked staging buffers (CUDA) so the copy is asynchronous.
+  bert::batch<Device> upload(const host_batch& hb) {
+    if constexpr (std::is_same_v<Device, host>) {
+      return {hb.ids, hb.types, hb.lengths, hb.labels};
+    } else {
+      return {to<Device>(hb.ids), to<Device>(hb.types), to<Device>(hb.lengths), to<Device>(hb.labels)};
+    }
+  }
+
+  double metric_value(const classification_report& r) const {
+    if (o_.metric == "loss") return -r.loss;
+    if (o_.metric == "macro_f1") return r.macro_f1;
+    return r.accuracy;
+  }
+
+  classification_report evaluate_and_save(std::ofstream& log, double epoch_pos, bool& stop) {
+    const auto r = evaluate(run_.dev);
+    nlohmann::json j = r.to_json(run_.labels);
+    j["type"] = "eval";
+    j["step"] = step_;
+    j["epoch"] = epoch_pos;
+    log << j.dump() << "\n" << std::flush;
+    std::fprintf(stderr, "eval step %lld: accuracy %.4f  macro-F1 %.4f  loss %.4f (%zu dev rows)\n",
+                 static_cast<long long>(step_), r.accuracy, r.macro_f1, r.loss, run_.dev.size());
+    const double v = metric_value(r);
+    if (!best_ || v > *best_) {
+      best_ = v;
+      evals_without_improvement_ = 0;
+      // The best model so far is the one in the output folder (HF format: transformers can load it directly).
+      if (o_.lora_r > 0) {
+        // The best adapter (PEFT format); the merged model is written once training ends (see finish()).
+        bert::save_lora_adapter(model_, fs::path(o_.output) / "adapter", run_.weights.parent_path().string());
+      } else {
+        save_pretrained_into(model_, o_.output, master_values(), run_.vocab, run_.tokenizer_config);
+      }
+    } else if (o_.early_stopping > 0 && ++evals_without_improvement_ >= o_.early_stopping) {
+      std::fprintf(stderr, "early stopping: %s did not improve for %d evaluations\n", o_.metric.c_str(),
+                   o_.early_stopping);
+      stop = true;
+    }
+    return r;
+  }
+
+  void save(double epoch_pos) {
+    training_state st;
+    st.meta = {{"step", step_},
+               {"micro_step", micro_step_},
+               {"epoch", epoch_},
+               {"batch_in_epoch", batch_in_epoch_},
+               {"epoch_position", epoch_pos},
+               {"sequences", sequences_},
+               {"best_metric", best_ ? nlohmann::json(*best_) : nlohmann::json(nullptr)},
+               {"evals_without_improvement", evals_without_improvement_},
+               {"optimizer_steps", optimizer_->steps()},
+               {"loss_scaler", Precision::loss_scaling ? nlohmann::json(scaler_.state()) : nlohmann::json(nullptr)},
+               {"labels", run_.labels},
+               {"options", o_.to_json()}};
+    st.tensors.emplace_back("exp_avg", to<host>(optimizer_->exp_avg()));
+    st.tensors.emplace_back("exp_avg_sq", to<host>(optimizer_->exp_avg_sq()));
+    save_checkpoint(model_, o_.output, step_, master_values(), run_.vocab, run_.tokenizer_config, st, o_.save_total_limit);
+  }
+
+  void restore(const fs::path& dir) {
+    std::ifstream in(dir / "trainer_state.json");
+    LOOM_CHECK(in.good(), (dir / "trainer_state.json").string() + ": cannot read");
+    const auto meta = nlohmann::json::parse(in);
+    LOOM_CHECK(meta.at("labels").get<std::vector<std::string>>() == run_.labels,
+               dir.string() + ": the checkpoint was trained with other labels than --train has");
+    // The checkpoint's model.safetensors holds the fp32 master values: the model gets them rounded to param_t and
+    // the optimizer gets them exactly, so the run continues bit for bit.
+    bert::load_safetensors(model_, dir / "model.safetensors");
+    const auto weights = io::safetensors_file::open(dir / "model.safetensors");
+    const auto state = io::safetensors_file::open(dir / "training_state.safetensors");
+    auto load_flat = [&](const tensor<float, Device>& dst, const std::vector<float>& v, const std::string& what) {
+      LOOM_CHECK(static_cast<index_t>(v.size()) == dst.numel(), dir.string() + ": " + what + " has " +
+                                                                    std::to_string(v.size()) + " values, the model " +
+                                                                    std::to_string(dst.numel()));
+      tensor<float, host> h(dst.extents());
+      std::copy(v.begin(), v.end(), h.data());
+      copy(dst, h);
+    };
+    load_flat(optimizer_->exp_avg(), state.values<float>("exp_avg"), "exp_avg");
+    load_flat(optimizer_->exp_avg_sq(), state.values<float>("exp_avg_sq"), "exp_avg_sq");
+    if (optimizer_->master().numel() > 0) {
+      tensor<float, host> master(optimizer_->master().extents());
+      assign(master, 0.0);
+      for (const auto& p : model_.params().params()) {
+        const auto v = weights.to_f32(model_.has_classifier() ? hf_name(p.name) : p.name);
+        std::copy(v.begin(), v.end(), master.data() + p.offset);
+      }
+      copy(optimizer_->master(), master);
+    }
+    optimizer_->set_steps(meta.at("optimizer_steps").get<std::int64_t>());
+    if constexpr (Precision::loss_scaling) scaler_.load_state(meta.at("loss_scaler").get<precision::loss_scaler_state>());
+    step_ = meta.at("step");
+    micro_step_ = meta.at("micro_step");
+    epoch_ = meta.at("epoch");
+    batch_in_epoch_ = meta.at("batch_in_epoch");
+    sequences_ = meta.at("sequences");
+    if (!meta.at("best_metric").is_null()) best_ = meta.at("best_metric").get<double>();
+    evals_without_improvement_ = meta.at("evals_without_improvement");
+    std::fprintf(stderr, "loom-bert: resumed from %s at step %lld (epoch %lld, batch %zu)\n", dir.string().c_str(),
+                 static_cast<long long>(step_), static_cast<long long>(epoch_), batch_in_epoch_);
+  }
+
+  train_options o_;
+  prepared_run run_;
+  model_t model_;
+  std::unique_ptr<optim::adamw<Precision, Device>> optimizer_;
+  precision::loss_scaler<Device> scaler_;
+  optim::lr_schedule schedule_;
+  std::int64_t steps_per_epoch_ = 0, total_steps_ = 0, warmup_steps_ = 0;
+  std::int64_t step_ = 0, micro_step_ = 0, epoch_ = 0, sequences_ = 0;
+  std::size_t batch_in_epoch_ = 0;
+  std::optional<double> best_;
+  int evals_without_improvement_ = 0;
+  double last_loss_ = 0;
+};
+
+}  // namespace loom::train
