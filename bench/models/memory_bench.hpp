@@ -4,7 +4,9 @@
 // LoRA, measured by loom's allocation counters (loom::get_memory_stats), plus the step time.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -44,9 +46,11 @@ inline options parse(int argc, char** argv, options o) {
 struct result {
   std::string name;
   std::int64_t trainable = 0;
-  std::size_t params = 0, grads = 0, kept = 0, peak = 0, plan_activations = 0;
+  std::size_t params = 0, grad_bytes = 0, kept = 0, peak = 0, plan_activations = 0;
   double step_ms = 0;
   double loss = 0;
+  std::vector<float> grads;  // the last step's gradients (to compare recomputation with keeping activations)
+  std::vector<std::uint16_t> grad_bits;  // their bits, for 16-bit parameters
 };
 
 template <class Device>
@@ -101,13 +105,20 @@ result run_case(const loom::bert::config& cfg, const options& o, bool recompute,
     const auto stats = loom::get_memory_stats(dev);
     r.peak = stats.peak_bytes - base;
     r.params = static_cast<std::size_t>(m.params().flat().numel()) * sizeof(T);
-    r.grads = static_cast<std::size_t>(m.params().flat_grads().numel()) * sizeof(T);
-    r.kept = stats.current_bytes - base - r.params - r.grads;
+    r.grad_bytes = static_cast<std::size_t>(m.params().flat_grads().numel()) * sizeof(T);
+    r.kept = stats.current_bytes - base - r.params - r.grad_bytes;
     r.trainable = m.params().trainable_size();
     r.plan_activations = static_cast<std::size_t>(
         loom::bert::plan_memory(cfg, B, S, sizeof(T), true, true, recompute).activations);
     const auto loss = loom::to<loom::host>(m.loss());
     r.loss = loss.data()[0];
+    const auto g = loom::to<loom::host>(m.params().flat_grads());
+    r.grads.resize(static_cast<std::size_t>(g.numel()));
+    for (loom::index_t i = 0; i < g.numel(); ++i) r.grads[i] = loom::convert<float>(g.data()[i]);
+    if constexpr (sizeof(T) == 2) {
+      r.grad_bits.resize(r.grads.size());
+      std::memcpy(r.grad_bits.data(), g.data(), r.grads.size() * 2);
+    }
   }
   return r;
 }
@@ -134,11 +145,26 @@ void run_table(const options& o, const char* device_name) {
       // model computes in 16 bits).
       const std::size_t adam = static_cast<std::size_t>(r.trainable) * (mixed ? 12 : 8);
       std::printf("| %s | %lld | %.1f | %.1f | %.1f (%.1f) | %.1f | %.1f | %.1f | %.4f |\n", r.name.c_str(),
-                  static_cast<long long>(r.trainable), mib(r.params), mib(r.grads), mib(r.kept),
+                  static_cast<long long>(r.trainable), mib(r.params), mib(r.grad_bytes), mib(r.kept),
                   mib(r.plan_activations), mib(r.peak), mib(adam), r.step_ms, r.loss);
       std::fflush(stdout);
       rs.push_back(r);
     }
+  // Same initialisation, batch, seeds and steps: recomputation must give the gradients of keeping activations.
+  for (int k = 0; k < 2; ++k) {
+    const result &a = rs[2 * k], &b = rs[2 * k + 1];
+    double diff = 0, scale = 0;
+    for (std::size_t i = 0; i < a.grads.size(); ++i) {
+      diff = std::max(diff, static_cast<double>(std::abs(a.grads[i] - b.grads[i])));
+      scale = std::max(scale, static_cast<double>(std::abs(a.grads[i])));
+    }
+    const bool bits = a.grads.size() == b.grads.size() &&
+                      (a.grad_bits.empty() ? std::memcmp(a.grads.data(), b.grads.data(), a.grads.size() * 4) == 0
+                                           : a.grad_bits == b.grad_bits);
+    std::printf("\n%s: gradients with recompute vs without: %s (max |difference| %.3g, max |gradient| %.3g)",
+                k ? "LoRA" : "full", bits ? "bit-identical" : "DIFFER", diff, scale);
+  }
+  std::printf("\n");
   std::printf("\nactivations kept: full %.1f MiB -> recompute %.1f MiB (%.1fx less); peak %.1f -> %.1f MiB; "
               "recompute costs %.0f%% more step time\n",
               mib(rs[0].kept), mib(rs[1].kept), static_cast<double>(rs[0].kept) / rs[1].kept, mib(rs[0].peak),

@@ -92,7 +92,7 @@ inline nn::lora_options read_lora_options(const std::filesystem::path& path, boo
     if (detail::peft_targets(targets, stem + std::string(lora_module_paths[t])))
       c.targets.emplace_back(lora_target_names[t]);
   const std::string base = head ? "bert." : "";
-  for (const std::string other : {base + "pooler.dense", base + "embeddings.word_embeddings",
+  for (const std::string& other : {base + "pooler.dense", base + "embeddings.word_embeddings",
                                   base + "embeddings.position_embeddings", base + "embeddings.token_type_embeddings"})
     if (detail::peft_targets(targets, other)) fail("target_modules selects " + other + ", which loom cannot adapt");
   if (c.targets.empty()) fail("target_modules " + targets.dump() + " selects none of BERT's linear layers");
