@@ -19,7 +19,7 @@ bert=build-demo/examples/loom-bert/loom-bert
 if [ "$gpu" = 1 ]; then
   run=(--device cuda --precision bf16 --epochs 1)
 else
-  run=(--device cpu --precision fp32 --max-steps ${LOOM_DEMO_STEPS:-220})
+  run=(--device cpu --precision fp32 --max-steps ${LOOM_DEMO_STEPS:-300})
 fi
 rm -rf out/sst2-demo
 time "$bert" train --model build-demo/models/all-MiniLM-L6-v2 \
