@@ -1,0 +1,277 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// LayerNorm over the last dimension, plain and fused with the residual add (BERT's post-LN), forward and backward.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../config.hpp"
+#include "detail/rows.hpp"  // defines: stat_t, grad_mode, detail::row_view
+
+namespace loom {
+namespace detail {
+
+// ---- host implementation --------------------------------------------------------------------------------------
+
+/// Normalises one row of already-rounded values `s` into y (and saves the statistics when asked).
+template <class T>
+void host_normalize_row(const std::vector<stat_t<T>>& s, const T* gamma, const T* beta, stat_t<T> eps, T* y,
+                        stat_t<T>* mean_out, stat_t<T>* rstd_out) {
+  using S = stat_t<T>;
+  const index_t n = static_cast<index_t>(s.size());
+  S sum = 0;
+  for (index_t j = 0; j < n; ++j) sum += s[j];
+  const S mean = sum / static_cast<S>(n);
+  S sq = 0;  // two-pass variance: E[(x - mean)^2], never E[x^2] - mean^2
+  for (index_t j = 0; j < n; ++j) sq += (s[j] - mean) * (s[j] - mean);
+  const S rstd = S(1) / std::sqrt(sq / static_cast<S>(n) + eps);
+  for (index_t j = 0; j < n; ++j)
+    y[j] = convert<T>(static_cast<compute_t<T>>((s[j] - mean) * rstd * convert<S>(gamma[j]) + convert<S>(beta[j])));
+  if (mean_out) *mean_out = mean;
+  if (rstd_out) *rstd_out = rstd;
+}
+
+/// Host forward; `b` absent (data == nullptr) for the plain LayerNorm.
+template <class T>
+void host_layer_norm_forward(const row_view<T>& a, const row_view<T>& b, const T* gamma, const T* beta, double eps,
+                             const row_view<T>& sum_out, const row_view<T>& y, stat_t<T>* mean, stat_t<T>* rstd) {
+  using S = stat_t<T>;
+  std::vector<S> s(static_cast<std::size_t>(a.n));
+  for (index_t r = 0; r < a.rows; ++r) {
+    const T* ar = a.row(r);
+    if (b.data) {
+      const T* br = b.row(r);
+      // The sum is stored as T before it is normalised, exactly as torch's unfused `LN(x + h)` sees it.
+      for (index_t j = 0; j < a.n; ++j)
+        s[j] = convert<S>(convert<T>(static_cast<compute_t<T>>(convert<S>(ar[j]) + convert<S>(br[j]))));
+    } else {
+      for (index_t j = 0; j < a.n; ++j) s[j] = convert<S>(ar[j]);
+    }
+    if (sum_out.data) {
+      T* sr = sum_out.row(r);
+      for (index_t j = 0; j < a.n; ++j) sr[j] = convert<T>(static_cast<compute_t<T>>(s[j]));
+    }
+    host_normalize_row<T>(s, gamma, beta, static_cast<S>(eps), y.row(r), mean ? mean + r : nullptr,
+                          rstd ? rstd + r : nullptr);
+  }
+}
+
+template <class T, class G>
+void host_layer_norm_backward(const row_view<T>& dy, const row_view<T>& x, const T* gamma, const stat_t<T>* mean,
+                              const stat_t<T>* rstd, const row_view<T>& dx, G* dgamma, G* dbeta, bool acc_params,
+                              bool acc_dx) {
+  using S = stat_t<T>;
+  const index_t n = x.n;
+  std::vector<S> dg(static_cast<std::size_t>(n), S(0)), db(static_cast<std::size_t>(n), S(0));
+  std::vector<S> xhat(static_cast<std::size_t>(n)), g(static_cast<std::size_t>(n));
+  for (index_t r = 0; r < x.rows; ++r) {
+    const T* xr = x.row(r);
+    const T* dyr = dy.row(r);
+    S c1 = 0, c2 = 0;
+    for (index_t j = 0; j < n; ++j) {
+      const S d = convert<S>(dyr[j]);
+      xhat[j] = (convert<S>(xr[j]) - mean[r]) * rstd[r];
+      g[j] = d * convert<S>(gamma[j]);
+      c1 += g[j];
+      c2 += g[j] * xhat[j];
+      dg[j] += d * xhat[j];
+      db[j] += d;
+    }
+    c1 /= static_cast<S>(n);
+    c2 /= static_cast<S>(n);
+    if (dx.data) {
+      T* dxr = dx.row(r);
+      // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma.
+      for (index_t j = 0; j < n; ++j) store_mode(dxr[j], rstd[r] * (g[j] - c1 - xhat[j] * c2), acc_dx);
+    }
+  }
+  for (index_t j = 0; j < n; ++j) {
+    if (dgamma) store_mode(dgamma[j], dg[j], acc_params);
+    if (dbeta) store_mode(dbeta[j], db[j], acc_params);
+  }
+}
+
+}  // namespace detail
+}  // namespace loom
+
+#if LOOM_CUDA_COMPILER
+#include "layer_norm.cuh"  // defines: detail::cuda_layer_norm_forward, detail::cuda_layer_norm_backward
+#endif
+
+namespace loom {
+
+namespace detail {
+
+template <class T, class D>
+void check_ln_params(const char* op, index_t n, const tensor<T, D>& gamma, const tensor<T, D>& beta) {
+  check_vector(gamma, n, op, "gamma");
+  check_vector(beta, n, op, "beta");
+}
+
+template <class S, class D>
+S* stat_ptr(const char* op, const char* what, const tensor<S, D>& t, index_t rows) {
+  if (!given(t)) return nullptr;
+  check_vector(t, rows, op, what);
+  return t.data();
+}
+
+template <class T, class D>
+void layer_norm_forward_impl(const char* op, const tensor<T, D>& a, const tensor<T, D>* b, const tensor<T, D>& gamma,
+                             const tensor<T, D>& beta, double eps, const tensor<T, D>& sum_out, const tensor<T, D>& y,
+                             const tensor<stat_t<T>, D>& mean, const tensor<stat_t<T>, D>& rstd) {
+  LOOM_CHECK(eps >= 0 && std::isfinite(eps),
+             std::string(op) + ": eps must be finite and >= 0, got " + std::to_string(eps));
+  const row_view<T> av = rows_of(a, op, b ? "a" : "x");
+  row_view<T> bv, sv;
+  if (b) {
+    check_same_shape(*b, a.extents(), op, "b", "a");
+    bv = rows_of(*b, op, "b");
+    if (given(sum_out)) {
+      check_same_shape(sum_out, a.extents(), op, "sum_out", "a");
+      sv = rows_of(sum_out, op, "sum_out");
+    }
+  }
+  check_same_shape(y, a.extents(), op, "y", b ? "a" : "x");
+  const row_view<T> yv = rows_of(y, op, "y");
+  check_ln_params(op, av.n, gamma, beta);
+  LOOM_CHECK(given(mean) == given(rstd),
+             std::string(op) + ": give both mean and rstd (training) or neither (inference)");
+  stat_t<T>* mp = stat_ptr(op, "mean", mean, av.rows);
+  stat_t<T>* rp = stat_ptr(op, "rstd", rstd, av.rows);
+  check_same_device<D>(op, a.device_index(), gamma, beta, y, sum_out, mean, rstd);
+  if (b) check_same_device<D>(op, a.device_index(), *b);
+  if (av.rows == 0 || av.n == 0) return;
+  if constexpr (std::is_same_v<D, host>) {
+    host_layer_norm_forward<T>(av, bv, gamma.data(), beta.data(), eps, sv, yv, mp, rp);
+  } else {
+    static_assert(!std::is_same_v<T, double>, "layer norm on CUDA supports float, bf16 and f16 (double: host only)");
+#if LOOM_CUDA_COMPILER
+    cuda_layer_norm_forward<T>(av, bv, gamma.data(), beta.data(), static_cast<float>(eps), sv, yv, mp, rp);
+#else
+    static_assert(dependent_false<T>, "loom's row kernels on CUDA need an nvcc-compiled translation unit");
+#endif
+  }
+}
+
+}  // namespace detail
+
+/// y = (x - mean) / sqrt(var + eps) * gamma + beta over the last dimension (torch.nn.functional.layer_norm).
+///
+/// x and y: same shape, last dimension n contiguous (any strides before it); gamma, beta: contiguous [n].
+/// Statistics in fp32 (fp64 for double), variance biased and two-pass. `mean` and `rstd` (contiguous, one value per
+/// row) are written for the backward pass when given; leave both empty for inference. y may alias x. On CUDA the
+/// work is one kernel on loom::current_stream() (a warp per row, 16-byte vectors when rows are 16-byte aligned).
+/// \tparam T float, bf16, f16 (double: host only)
+///
+/// ```cpp
+/// loom::tensor<loom::bf16, loom::cuda> x({4096, 768}), y({4096, 768}), g({768}), b({768});
+/// loom::tensor<float, loom::cuda> mean({4096}), rstd({4096});
+/// loom::layer_norm_forward(x, g, b, 1e-12, y, mean, rstd);   // training
+/// loom::layer_norm_forward(x, g, b, 1e-12, y);               // inference
+/// ```
+template <floating T, device_tag D>
+void layer_norm_forward(const tensor<T, D>& x, const tensor<T, D>& gamma, const tensor<T, D>& beta, double eps,
+                        const tensor<T, D>& y, const tensor<stat_t<T>, D>& mean = {},
+                        const tensor<stat_t<T>, D>& rstd = {}) {
+  detail::layer_norm_forward_impl<T, D>("layer_norm_forward", x, nullptr, gamma, beta, eps, tensor<T, D>{}, y, mean,
+                                        rstd);
+}
+
+/// s = a + b (rounded to T, written to `sum_out` when given) and y = LayerNorm(s): BERT's post-LN
+/// `LN(x + sublayer(x))` in one pass. The backward pass needs s: pass `sum_out` when training and give it to
+/// layer_norm_backward as x. sum_out may alias a (the residual stream updated in place); y may alias a or b.
+/// \tparam T float, bf16, f16 (double: host only)
+///
+/// ```cpp
+/// loom::add_layer_norm_forward(h, attn_out, g, b, 1e-12, s, y, mean, rstd);   // s = h + attn_out, y = LN(s)
+/// loom::add_layer_norm_forward(h, attn_out, g, b, 1e-12, {}, y);              // inference
+/// ```
+template <floating T, device_tag D>
+void add_layer_norm_forward(const tensor<T, D>& a, const tensor<T, D>& b, const tensor<T, D>& gamma,
+                            const tensor<T, D>& beta, double eps, const tensor<T, D>& sum_out, const tensor<T, D>& y,
+                            const tensor<stat_t<T>, D>& mean = {}, const tensor<stat_t<T>, D>& rstd = {}) {
+  detail::layer_norm_forward_impl<T, D>("add_layer_norm_forward", a, &b, gamma, beta, eps, sum_out, y, mean, rstd);
+}
+
+/// Bytes of scratch layer_norm_backward needs on device D for `rows` rows of `n` (0 on the host). Allocate it once
+/// (e.g. `tensor<std::uint8_t, cuda> ws({bytes})`) and reuse it: the function allocates nothing itself.
+template <device_tag D>
+std::size_t layer_norm_backward_workspace_bytes(index_t rows, index_t n) {
+  if constexpr (std::is_same_v<D, host>) {
+    (void)rows, (void)n;
+    return 0;
+  } else {
+#if LOOM_CUDA_COMPILER
+    return detail::cuda_layer_norm_backward_workspace_bytes(rows, n);
+#else
+    static_assert(detail::dependent_false<D>, "loom's row kernels on CUDA need an nvcc-compiled translation unit");
+    return 0;
+#endif
+  }
+}
+
+/// Gradients of y = LayerNorm(x) given dy: dx, dgamma = sum_rows dy * xhat, dbeta = sum_rows dy.
+///
+/// x is the forward input (for add_layer_norm_forward: its sum_out), mean/rstd what the forward saved. dx, dgamma,
+/// dbeta may each be empty (not wanted). `mode_for_dx` = accumulate adds into dx (the residual branch's gradient is
+/// already there); `mode_for_params` likewise for dgamma/dbeta (gradient accumulation). dgamma/dbeta may have another
+/// floating type G than the activations (fp32 gradients for bf16 activations). On CUDA: rows are reduced into
+/// per-block fp32 partials in `workspace` (layer_norm_backward_workspace_bytes), then summed in a fixed order by a
+/// second kernel: results are bitwise reproducible run to run. No atomics, no allocation, no host synchronisation.
+/// \tparam T activation type \tparam G parameter-gradient type
+///
+/// ```cpp
+/// loom::tensor<std::uint8_t, loom::cuda>
+/// ws({(loom::index_t)loom::layer_norm_backward_workspace_bytes<loom::cuda>(4096, 768)}); loom::layer_norm_backward(dy,
+/// s, g, mean, rstd, dx, dg, db, loom::grad_mode::accumulate,
+///                           loom::grad_mode::accumulate, ws);   // dx += (residual), dg += , db +=
+/// ```
+template <floating T, floating G, device_tag D>
+void layer_norm_backward(const tensor<T, D>& dy, const tensor<T, D>& x, const tensor<T, D>& gamma,
+                         const tensor<stat_t<T>, D>& mean, const tensor<stat_t<T>, D>& rstd, const tensor<T, D>& dx,
+                         const tensor<G, D>& dgamma, const tensor<G, D>& dbeta, grad_mode mode_for_params,
+                         grad_mode mode_for_dx, const tensor<std::uint8_t, D>& workspace = {}) {
+  constexpr const char* op = "layer_norm_backward";
+  using namespace detail;
+  check_same_shape(dy, x.extents(), op, "dy", "x");
+  const row_view<T> xv = rows_of(x, op, "x"), dyv = rows_of(dy, op, "dy");
+  row_view<T> dxv;
+  if (given(dx)) {
+    check_same_shape(dx, x.extents(), op, "dx", "x");
+    dxv = rows_of(dx, op, "dx");
+  }
+  check_vector(gamma, xv.n, op, "gamma");
+  LOOM_CHECK(given(mean) && given(rstd), std::string(op) + ": mean and rstd saved by the forward pass are required");
+  check_vector(mean, xv.rows, op, "mean");
+  check_vector(rstd, xv.rows, op, "rstd");
+  if (given(dgamma)) check_vector(dgamma, xv.n, op, "dgamma");
+  if (given(dbeta)) check_vector(dbeta, xv.n, op, "dbeta");
+  check_same_device<D>(op, x.device_index(), dy, gamma, mean, rstd, dx, dgamma, dbeta, workspace);
+  const bool acc_params = mode_for_params == grad_mode::accumulate, acc_dx = mode_for_dx == grad_mode::accumulate;
+  if constexpr (std::is_same_v<D, host>) {
+    if (xv.n == 0) return;
+    host_layer_norm_backward<T, G>(dyv, xv, gamma.data(), mean.data(), rstd.data(), dxv,
+                                   given(dgamma) ? dgamma.data() : nullptr, given(dbeta) ? dbeta.data() : nullptr,
+                                   acc_params, acc_dx);
+  } else {
+    static_assert(!std::is_same_v<T, double>, "layer norm on CUDA supports float, bf16 and f16 (double: host only)");
+#if LOOM_CUDA_COMPILER
+    if (xv.n == 0) return;
+    const std::size_t need = cuda_layer_norm_backward_workspace_bytes(xv.rows, xv.n);
+    LOOM_CHECK(given(workspace) && static_cast<std::size_t>(workspace.numel()) >= need && workspace.is_contiguous(),
+               std::string(op) + ": needs a contiguous workspace of " + std::to_string(need) +
+                   " bytes (layer_norm_backward_workspace_bytes<cuda>(" + std::to_string(xv.rows) + ", " +
+                   std::to_string(xv.n) + ")), got " + (given(workspace) ? workspace.extents().str() : "none"));
+    cuda_layer_norm_backward<T, G>(dyv, xv, gamma.data(), mean.data(), rstd.data(), dxv,
+                                   given(dgamma) ? dgamma.data() : nullptr, given(dbeta) ? dbeta.data() : nullptr,
+                                   acc_params, acc_dx, workspace.data());
+#else
+    static_assert(dependent_false<T>, "loom's row kernels on CUDA need an nvcc-compiled translation unit");
+#endif
+  }
+}
+
+}  // namespace loom

@@ -1,0 +1,313 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// LayerNorm (plain and residual) forward/backward against fp64 references, gradient checks, grad modes, errors.
+// The same source runs on the CUDA backend through tests/gpu/kernels_layer_norm.cu.
+#include "kernels_test_util.hpp"
+
+using namespace loom::test;
+using loom::grad_mode;
+using loom::index_t;
+using loom::shape;
+using loom::stat_t;
+using loom::tensor;
+
+namespace {
+
+const index_t row_counts[] = {1, 7, 129};
+const index_t widths[] = {1, 7, 63, 65, 127, 129, 384, 768, 1024};
+constexpr double eps = 1e-5;
+
+template <class T>
+struct ln_inputs {
+  tensor<T, host> x, g, b;
+  std::vector<double> vx, vg, vb;
+  ln_inputs(index_t rows, index_t n, unsigned seed)
+      : x(random_tensor<T>({rows, n}, seed)), g(random_tensor<T>({n}, seed + 1)),
+        b(random_tensor<T>({n}, seed + 2)), vx(values(x)), vg(values(g)), vb(values(b)) {}
+};
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("layer_norm_forward matches the fp64 reference", "[kernels][layer_norm]", kernel_types) {
+  using T = TestType;
+  unsigned seed = 1000;
+  for (bool variant : forward_variants()) {
+    const std::string shape_name = use_forward_variant(variant);
+    for (index_t rows : row_counts) {
+      for (index_t n : widths) {
+        const ln_inputs<T> in(rows, n, seed += 3);
+        const auto x = on<device>(in.x), g = on<device>(in.g), b = on<device>(in.b);
+        tensor<T, device> y({rows, n});
+        tensor<stat_t<T>, device> mean({rows}), rstd({rows});
+        loom::layer_norm_forward(x, g, b, eps, y, mean, rstd);
+        const ln_ref ref = layer_norm_ref(in.vx, rows, n, in.vg, in.vb, eps);
+        const std::string what = "rows " + std::to_string(rows) + ", n " + std::to_string(n) + shape_name;
+        check_close(values(y), ref.y, row_tol<T>(), "y " + what);
+        check_close(values(mean), ref.mean, row_tol<stat_t<T>>(), "mean " + what);
+        check_close(values(rstd), ref.rstd, row_tol<stat_t<T>>() * 10, "rstd " + what);
+        // Inference (no statistics saved) gives the same output.
+        tensor<T, device> y2({rows, n});
+        loom::layer_norm_forward(x, g, b, eps, y2);
+        check_close(values(y2), values(y), 0.0, "inference " + what);
+      }
+    }
+  }
+  reset_forward_variant();
+}
+
+TEMPLATE_LIST_TEST_CASE("add_layer_norm_forward normalises the rounded sum and saves it", "[kernels][layer_norm]",
+                        kernel_types) {
+  using T = TestType;
+  unsigned seed = 2000;
+  for (bool variant : forward_variants()) {
+    const std::string shape_name = use_forward_variant(variant);
+    for (index_t rows : row_counts) {
+      for (index_t n : widths) {
+        const ln_inputs<T> in(rows, n, seed += 3);
+        const auto h = random_tensor<T>({rows, n}, seed + 7);
+        const auto vh = values(h);
+        std::vector<double> s(in.vx.size());
+        for (std::size_t i = 0; i < s.size(); ++i) s[i] = round_as<T>(in.vx[i] + vh[i]);
+        const auto a = on<device>(in.x), bb = on<device>(h), g = on<device>(in.g), beta = on<device>(in.b);
+        tensor<T, device> sum({rows, n}), y({rows, n});
+        tensor<stat_t<T>, device> mean({rows}), rstd({rows});
+        loom::add_layer_norm_forward(a, bb, g, beta, eps, sum, y, mean, rstd);
+        const ln_ref ref = layer_norm_ref(s, rows, n, in.vg, in.vb, eps);
+        const std::string what = "rows " + std::to_string(rows) + ", n " + std::to_string(n) + shape_name;
+        check_close(values(sum), s, 0.0, "sum " + what);
+        check_close(values(y), ref.y, row_tol<T>(), "y " + what);
+        check_close(values(mean), ref.mean, row_tol<stat_t<T>>(), "mean " + what);
+        // In place: the residual stream a becomes the sum, and y is still LN(a + b).
+        tensor<T, device> y2({rows, n});
+        loom::add_layer_norm_forward(a, bb, g, beta, eps, a, y2);
+        check_close(values(a), s, 0.0, "in-place sum " + what);
+        check_close(values(y2), values(y), 0.0, "in-place y " + what);
+      }
+    }
+  }
+  reset_forward_variant();
+}
+
+TEMPLATE_LIST_TEST_CASE("layer norm on strided views", "[kernels][layer_norm]", kernel_types) {
+  using T = TestType;
+  for (index_t n : {index_t(7), index_t(768)}) {
+    // Columns [n, 2n) of a [5, 3n] matrix: rows 3n apart.
+    const auto big = random_tensor<T>({5, 3 * n}, 77);
+    const auto dbig = on<device>(big);
+    const auto x = dbig.slice(1, n, 2 * n);
+    const ln_inputs<T> p(1, n, 78);
+    const auto g = on<device>(p.g), b = on<device>(p.b);
+    tensor<T, device> yfull({5, 3 * n});
+    const auto y = yfull.slice(1, 0, n);
+    loom::layer_norm_forward(x, g, b, eps, y);
+    const ln_ref ref = layer_norm_ref(values(x), 5, n, p.vg, p.vb, eps);
+    check_close(values(y), ref.y, row_tol<T>(), "slice n " + std::to_string(n));
+    // [3, 2 of 4, n]: the two leading dimensions do not merge into one stride.
+    const auto cube = on<device>(random_tensor<T>({3, 4, n}, 79));
+    const auto xv = cube.slice(1, 1, 3);
+    tensor<T, device> y3({3, 2, n});
+    loom::layer_norm_forward(xv, g, b, eps, y3);
+    check_close(values(y3), layer_norm_ref(values(xv), 6, n, p.vg, p.vb, eps).y, row_tol<T>(),
+                "3-d view n " + std::to_string(n));
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("layer_norm_backward matches the fp64 reference in both grad modes", "[kernels][layer_norm]",
+                        kernel_types) {
+  using T = TestType;
+  unsigned seed = 3000;
+  for (index_t rows : row_counts) {
+    for (index_t n : widths) {
+      const ln_inputs<T> in(rows, n, seed += 5);
+      const auto hdy = random_tensor<T>({rows, n}, seed + 3);
+      const auto vdy = values(hdy);
+      const auto x = on<device>(in.x), g = on<device>(in.g), b = on<device>(in.b), dy = on<device>(hdy);
+      tensor<T, device> y({rows, n});
+      tensor<stat_t<T>, device> mean({rows}), rstd({rows});
+      loom::layer_norm_forward(x, g, b, eps, y, mean, rstd);
+      const ln_grad_ref ref = layer_norm_backward_ref(vdy, in.vx, rows, n, in.vg, eps);
+      const auto ws = workspace(loom::layer_norm_backward_workspace_bytes<device>(rows, n));
+      const std::string what = "rows " + std::to_string(rows) + ", n " + std::to_string(n);
+
+      tensor<T, device> dx({rows, n}), dg({n}), db({n});
+      loom::layer_norm_backward(dy, x, g, mean, rstd, dx, dg, db, grad_mode::overwrite, grad_mode::overwrite, ws);
+      check_close(values(dx), ref.dx, row_tol<T>() * 4, "dx " + what);
+      check_close(values(dg), ref.dgamma, sum_tol<T>(rows), "dgamma " + what);
+      check_close(values(db), ref.dbeta, sum_tol<T>(rows), "dbeta " + what);
+
+      // Accumulate: the previous contents (random, never zero) are added to.
+      const auto dx0 = random_tensor<T>({rows, n}, seed + 11), dg0 = random_tensor<T>({n}, seed + 12);
+      const auto ddx = on<device>(dx0), ddg = on<device>(dg0), ddb = on<device>(dg0);
+      loom::layer_norm_backward(dy, x, g, mean, rstd, ddx, ddg, ddb, grad_mode::accumulate, grad_mode::accumulate, ws);
+      check_close(values(ddx), plus(values(dx0), ref.dx), row_tol<T>() * 4, "accumulated dx " + what);
+      check_close(values(ddg), plus(values(dg0), ref.dgamma), sum_tol<T>(rows), "accumulated dgamma " + what);
+      check_close(values(ddb), plus(values(dg0), ref.dbeta), sum_tol<T>(rows), "accumulated dbeta " + what);
+
+      // Mixed modes and missing outputs: dx accumulates (residual), parameters overwrite, dbeta not wanted.
+      const auto mdx = on<device>(dx0);
+      tensor<T, device> mdg = on<device>(dg0);
+      loom::layer_norm_backward(dy, x, g, mean, rstd, mdx, mdg, tensor<T, device>{}, grad_mode::overwrite,
+                                grad_mode::accumulate, ws);
+      check_close(values(mdx), plus(values(dx0), ref.dx), row_tol<T>() * 4, "mixed dx " + what);
+      check_close(values(mdg), ref.dgamma, sum_tol<T>(rows), "mixed dgamma " + what);
+    }
+  }
+}
+
+TEST_CASE("layer_norm_backward with fp32 parameter gradients for bf16 activations", "[kernels][layer_norm]") {
+  using T = loom::bf16;
+  const index_t rows = 129, n = 768;
+  const ln_inputs<T> in(rows, n, 4321);
+  const auto hdy = random_tensor<T>({rows, n}, 4322);
+  const auto x = on<device>(in.x), g = on<device>(in.g), b = on<device>(in.b), dy = on<device>(hdy);
+  tensor<T, device> y({rows, n}), dx({rows, n});
+  tensor<float, device> mean({rows}), rstd({rows}), dg({n}), db({n});
+  loom::layer_norm_forward(x, g, b, eps, y, mean, rstd);
+  loom::layer_norm_backward(dy, x, g, mean, rstd, dx, dg, db, grad_mode::overwrite, grad_mode::overwrite,
+                            workspace(loom::layer_norm_backward_workspace_bytes<device>(rows, n)));
+  const ln_grad_ref ref = layer_norm_backward_ref(values(hdy), in.vx, rows, n, in.vg, eps);
+  check_close(values(dg), ref.dgamma, 1e-4 * (1 + std::sqrt(double(rows))), "fp32 dgamma");
+  check_close(values(db), ref.dbeta, 1e-4 * (1 + std::sqrt(double(rows))), "fp32 dbeta");
+}
+
+TEST_CASE("layer_norm_backward is reproducible bit for bit", "[kernels][layer_norm]") {
+  using T = float;
+  for (index_t n : {index_t(768), index_t(129)}) {
+    const index_t rows = 4096;
+    const ln_inputs<T> in(rows, n, 55);
+    const auto x = on<device>(in.x), g = on<device>(in.g), b = on<device>(in.b);
+    const auto dy = on<device>(random_tensor<T>({rows, n}, 56));
+    tensor<T, device> y({rows, n});
+    tensor<float, device> mean({rows}), rstd({rows});
+    loom::layer_norm_forward(x, g, b, eps, y, mean, rstd);
+    const auto ws = workspace(loom::layer_norm_backward_workspace_bytes<device>(rows, n));
+    tensor<T, device> dx({rows, n}), dg1({n}), db1({n}), dg2({n}), db2({n});
+    loom::layer_norm_backward(dy, x, g, mean, rstd, dx, dg1, db1, grad_mode::overwrite, grad_mode::overwrite, ws);
+    loom::layer_norm_backward(dy, x, g, mean, rstd, dx, dg2, db2, grad_mode::overwrite, grad_mode::overwrite, ws);
+    const auto a = values(dg1), c = values(dg2), e = values(db1), f = values(db2);
+    REQUIRE(std::memcmp(a.data(), c.data(), a.size() * sizeof(double)) == 0);
+    REQUIRE(std::memcmp(e.data(), f.data(), e.size() * sizeof(double)) == 0);
+    // And it agrees with the reference at this size too (many rows per block).
+    const ln_grad_ref ref = layer_norm_backward_ref(values(dy), in.vx, rows, n, in.vg, eps);
+    check_close(a, ref.dgamma, sum_tol<T>(rows), "dgamma 4096 rows");
+    check_close(values(dx), ref.dx, row_tol<T>() * 4, "dx 4096 rows");
+  }
+}
+
+TEST_CASE("layer norm gradients pass an fp64 gradient check", "[kernels][layer_norm][gradcheck]") {
+  for (index_t n : {index_t(1), index_t(7), index_t(65)}) {
+    const index_t rows = 3;
+    auto x = random_tensor<double>({rows, n}, 90), h = random_tensor<double>({rows, n}, 91);
+    auto g = random_tensor<double>({n}, 92), b = random_tensor<double>({n}, 93);
+    const auto w = random_tensor<double>({rows, n}, 94);  // loss = sum(y * w), so dy = w
+    tensor<double, host> y({rows, n}), s({rows, n}), mean({rows}), rstd({rows});
+    auto ln_loss = [&] {
+      loom::layer_norm_forward(x, g, b, 1e-5, y);
+      return dot(values(y), values(w));
+    };
+    auto add_ln_loss = [&] {
+      loom::add_layer_norm_forward(x, h, g, b, 1e-5, tensor<double, host>{}, y);
+      return dot(values(y), values(w));
+    };
+    tensor<double, host> dx({rows, n}), dg({n}), db({n});
+    loom::layer_norm_forward(x, g, b, 1e-5, y, mean, rstd);
+    loom::layer_norm_backward(w, x, g, mean, rstd, dx, dg, db, grad_mode::overwrite, grad_mode::overwrite);
+    auto r = loom::autograd::gradcheck(ln_loss, {x, g, b}, {dx, dg, db});
+    INFO(r.worst);
+    CHECK(r.passed(1e-7));
+    // Residual variant: d/da = d/db = dx, evaluated at s = a + b.
+    loom::add_layer_norm_forward(x, h, g, b, 1e-5, s, y, mean, rstd);
+    loom::layer_norm_backward(w, s, g, mean, rstd, dx, dg, db, grad_mode::overwrite, grad_mode::overwrite);
+    r = loom::autograd::gradcheck(add_ln_loss, {x, h, g, b}, {dx, dx, dg, db});
+    INFO(r.worst);
+    CHECK(r.passed(1e-7));
+  }
+}
+
+TEST_CASE("layer norm rejects bad arguments with the shapes in the message", "[kernels][layer_norm][errors]") {
+  using T = float;
+  const auto x = on<device>(random_tensor<T>({4, 8}, 1));
+  const auto g = on<device>(random_tensor<T>({8}, 2)), b = on<device>(random_tensor<T>({8}, 3));
+  tensor<T, device> y({4, 8}), bad({4, 9}), g7({7});
+  tensor<float, device> mean({4}), rstd({4}), mean3({3});
+  REQUIRE_THROWS_WITH(loom::layer_norm_forward(x, g, b, eps, bad),
+                      LOOM_CONTAINS("y [4, 9] must have the shape of x [4, 8]"));
+  REQUIRE_THROWS_WITH(loom::layer_norm_forward(x, g7, b, eps, y),
+                      LOOM_CONTAINS("gamma must be a contiguous tensor of 8"));
+  REQUIRE_THROWS_WITH(loom::layer_norm_forward(x, g, b, eps, y, mean3, rstd),
+                      LOOM_CONTAINS("mean must be a contiguous tensor of 4"));
+  REQUIRE_THROWS_WITH(loom::layer_norm_forward(x, g, b, eps, y, mean), LOOM_CONTAINS("give both mean and rstd"));
+  REQUIRE_THROWS_WITH(loom::layer_norm_forward(x, g, b, -1.0, y), LOOM_CONTAINS("eps"));
+  const auto xt = on<device>(random_tensor<T>({8, 4}, 4)).transpose(0, 1);
+  REQUIRE_THROWS_WITH(loom::layer_norm_forward(xt, g, b, eps, y),
+                      LOOM_CONTAINS("last dimension of x [4, 8] must be contiguous"));
+  REQUIRE_THROWS_WITH(loom::add_layer_norm_forward(x, bad, g, b, eps, y, y),
+                      LOOM_CONTAINS("b [4, 9] must have the shape of a [4, 8]"));
+  loom::layer_norm_forward(x, g, b, eps, y, mean, rstd);
+  tensor<T, device> dx({4, 8}), dg({8}), db({8});
+  const auto ws = workspace(loom::layer_norm_backward_workspace_bytes<device>(4, 8));
+  REQUIRE_THROWS_WITH(loom::layer_norm_backward(bad, x, g, mean, rstd, dx, dg, db, grad_mode::overwrite,
+                                                grad_mode::overwrite, ws),
+                      LOOM_CONTAINS("dy [4, 9] must have the shape of x [4, 8]"));
+  REQUIRE_THROWS_WITH(loom::layer_norm_backward(y, x, g, tensor<float, device>{}, rstd, dx, dg, db,
+                                                grad_mode::overwrite, grad_mode::overwrite, ws),
+                      LOOM_CONTAINS("mean and rstd saved by the forward pass are required"));
+  if constexpr (!on_host) {
+    REQUIRE_THROWS_WITH(loom::layer_norm_backward(y, x, g, mean, rstd, dx, dg, db, grad_mode::overwrite,
+                                                  grad_mode::overwrite),
+                        LOOM_CONTAINS("needs a contiguous workspace of"));
+  }
+}
+
+#if defined(__CUDACC__)
+TEST_CASE("a training step's row kernels capture into one CUDA graph", "[kernels][cuda][graph]") {
+  using T = loom::bf16;
+  const index_t batch = 2, seq = 128, rows = batch * seq, hidden = 768, vocab = 1000, classes = 3;
+  loom::cuda_stream stream;
+  const loom::stream_guard guard(stream);
+  const auto word = on<device>(random_tensor<T>({vocab, hidden}, 1)),
+             pos = on<device>(random_tensor<T>({seq, hidden}, 2));
+  const auto type = on<device>(random_tensor<T>({2, hidden}, 3)), g = on<device>(random_tensor<T>({hidden}, 4));
+  const auto b = on<device>(random_tensor<T>({hidden}, 5)), h = on<device>(random_tensor<T>({rows, hidden}, 6));
+  const auto dy = on<device>(random_tensor<T>({rows, hidden}, 7)),
+             logits = on<device>(random_tensor<T>({batch, classes}, 8));
+  std::vector<std::int32_t> idv(rows), tv(rows);
+  for (index_t i = 0; i < rows; ++i) idv[i] = static_cast<std::int32_t>((i * 37) % vocab), tv[i] = i % 2;
+  const auto ids = on<device>(int_tensor(idv, {batch, seq})), types = on<device>(int_tensor(tv, {batch, seq}));
+  const auto labels = on<device>(int_tensor({1, 2}, {batch}));
+  tensor<T, device> emb({batch, seq, hidden}), esum({batch, seq, hidden}), s({rows, hidden}), y({rows, hidden});
+  tensor<T, device> dx({rows, hidden}), dg({hidden}), db({hidden}), dword({vocab, hidden}), dpos({seq, hidden});
+  tensor<T, device> dtype({2, hidden}), dlogits({batch, classes});
+  tensor<float, device> m1({rows}), r1({rows}), m2({rows}), r2({rows}), loss(shape{}), losses({batch}),
+      probs({batch, classes});
+  const auto ln_ws = workspace(loom::layer_norm_backward_workspace_bytes<device>(rows, hidden));
+  const auto emb_ws = workspace(loom::embedding_backward_workspace_bytes<device>(rows, hidden, vocab, 2));
+  const auto step = [&] {
+    loom::embedding_forward(ids, types, word, pos, type, g, b, 1e-12, emb, esum, m1, r1);
+    loom::add_layer_norm_forward(emb.reshape({rows, hidden}), h, g, b, 1e-12, s, y, m2, r2);
+    loom::cross_entropy_forward(logits, labels, loss, losses, probs);
+    loom::cross_entropy_backward(probs, labels, dlogits);
+    loom::layer_norm_backward(dy, s, g, m2, r2, dx, dg, db, grad_mode::overwrite, grad_mode::overwrite, ln_ws);
+    loom::embedding_backward(dx.reshape({batch, seq, hidden}), ids, types, dword, dpos, dtype, grad_mode::overwrite, 0,
+                             emb_ws);
+  };
+  step();  // eager
+  const auto ey = values(y), edx = values(dx), edg = values(dg), edw = values(dword), eloss = values(loss);
+  assign(y, 0.0), assign(dx, 0.0), assign(dg, 0.0), assign(dword, 0.0), assign(loss, 0.0);
+  cudaGraph_t graph;
+  LOOM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  step();
+  LOOM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  LOOM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int k = 0; k < 2; ++k) LOOM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  stream.synchronize();
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  check_close(values(y), ey, 0.0, "graph y");
+  check_close(values(dx), edx, 0.0, "graph dx");
+  check_close(values(dg), edg, 0.0, "graph dgamma");
+  check_close(values(dword), edw, 0.0, "graph dword");
+  check_close(values(loss), eloss, 0.0, "graph loss");
+}
+#endif
