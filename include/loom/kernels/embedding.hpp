@@ -23,15 +23,6 @@ inline std::string bad_id_message(const char* op, const char* what, std::int64_t
          ", " + std::to_string(row % seq) + "] is out of range for " + limit_name + " " + std::to_string(limit);
 }
 
-/// Everything the embedding kernels read, checked once.
-template <class T>
-struct embedding_args {
-  const std::int32_t* ids = nullptr;
-  const std::int32_t* types = nullptr;  // nullptr: every token has type 0
-  index_t batch = 0, seq = 0;
-  row_view<const T> word, position, token_type;  // token_type.data == nullptr: the model has no type table
-};
-
 template <class T>
 void host_embedding_forward(const embedding_args<T>& e, const T* gamma, const T* beta, double eps,
                             const row_view<T>& out, const row_view<T>& sum_out, stat_t<T>* mean, stat_t<T>* rstd) {

@@ -72,6 +72,15 @@ row_view<const T> const_rows(const row_view<T>& v) noexcept {
   return c;
 }
 
+/// Everything the embedding kernels read (host and CUDA), checked once by embedding_forward.
+template <class T>
+struct embedding_args {
+  const std::int32_t* ids = nullptr;
+  const std::int32_t* types = nullptr;  // nullptr: every token has type 0
+  index_t batch = 0, seq = 0;
+  row_view<const T> word, position, token_type;  // token_type.data == nullptr: the model has no type table
+};
+
 /// True when a tensor argument was supplied: a default-constructed (empty) tensor means "not given".
 template <class T, class D>
 bool given(const tensor<T, D>& t) noexcept {
