@@ -13,6 +13,7 @@
 #include <loom/models/bert/plan.hpp>
 
 #include "runner.hpp"
+#include "train_entry.hpp"
 
 namespace loom_bert {
 
@@ -21,6 +22,8 @@ struct bench_options {
   std::vector<std::int64_t> batches{8}, seqs{128};
   int iters = 50;
   bool no_graph = false;
+  bool train = false, recompute = false;
+  int lora_r = 0;
 };
 
 /// BERT-base and -large as hf_bert.py builds them (2 labels).
@@ -46,6 +49,25 @@ inline void run_bench(const bench_options& o) {
     src.config = loom::io::bert_config::load(o.config_file);
   } else {
     src.config = standard_config(o.size);
+  }
+  const std::string label = !o.model_dir.empty() ? o.model_dir : !o.config_file.empty() ? o.config_file : o.size;
+  if (o.train) {
+    for (std::int64_t B : o.batches)
+      for (std::int64_t S : o.seqs) {
+        train_bench_options t;
+        t.config = src.config;
+        t.name = label;
+        t.precision = o.precision;
+        t.device = o.device;
+        t.batch = B;
+        t.seq = S;
+        t.steps = o.iters;
+        t.recompute = o.recompute;
+        t.lora_r = o.lora_r;
+        if (o.device == "cuda") bench_train_cuda(t);
+        else bench_train_host(t);
+      }
+    return;
   }
   auto r = make_runner(src, o.device, o.precision);
   const std::string name = !o.model_dir.empty() ? o.model_dir : !o.config_file.empty() ? o.config_file : o.size;
@@ -90,6 +112,9 @@ inline void register_bench(CLI::App& app) {
   sub->add_option("--precision", o->precision, "fp32, bf16 or fp16")->capture_default_str()
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   sub->add_flag("--no-graph", o->no_graph, "launch kernels one by one instead of replaying a CUDA graph");
+  sub->add_flag("--train", o->train, "time training steps (forward, backward, clipping, AdamW) instead of inference");
+  sub->add_flag("--recompute", o->recompute, "with --train: recompute activations in backward");
+  sub->add_option("--lora-r", o->lora_r, "with --train: LoRA rank (0: full fine-tuning)");
   sub->callback([o] { run_bench(*o); });
 }
 

@@ -11,4 +11,10 @@ void train_cuda(const loom::train::train_options& o) {
   else run_training<loom::precision::fp32, loom::cuda>(o);
 }
 
+void bench_train_cuda(const train_bench_options& o) {
+  if (o.precision == "bf16") run_train_bench<loom::precision::bf16_mixed, loom::cuda>(o);
+  else if (o.precision == "fp16") run_train_bench<loom::precision::fp16_mixed, loom::cuda>(o);
+  else run_train_bench<loom::precision::fp32, loom::cuda>(o);
+}
+
 }  // namespace loom_bert

@@ -3,11 +3,25 @@
 // The training entry points, one per compiled (device, precision) (train_host.cpp, train_cuda_<precision>.cu).
 #pragma once
 
+#include <loom/io/bert_config.hpp>
 #include <loom/train/options.hpp>
 
 namespace loom_bert {
 
 void train_host_fp32(const loom::train::train_options& o);
 void train_cuda(const loom::train::train_options& o);  // dispatches on o.precision
+
+/// A training-step benchmark: forward, backward, clipping and AdamW on full-length random batches.
+struct train_bench_options {
+  loom::io::bert_config config;
+  std::string name, precision = "bf16", device = "cuda";
+  std::int64_t batch = 32, seq = 128;
+  int steps = 20;
+  bool recompute = false;
+  int lora_r = 0;
+};
+/// Prints one JSON line (kind "train", as ../shared/bench/hf_bert.py).
+void bench_train_host(const train_bench_options& o);
+void bench_train_cuda(const train_bench_options& o);
 
 }  // namespace loom_bert

@@ -58,9 +58,10 @@ tensor<float, host> parameters_f32(const Model& m) {
 }
 
 /// Writes config.json, model.safetensors (F32), vocab.txt and tokenizer_config.json into `dir` (which must exist).
+/// With `include_adapters` (loom's own checkpoints, for --resume) LoRA factors are written too.
 template <class Model>
 void save_pretrained_into(const Model& m, const fs::path& dir, const tensor<float, host>& values, const fs::path& vocab,
-                          const io::bert_tokenizer_config& tokenizer) {
+                          const io::bert_tokenizer_config& tokenizer, bool include_adapters = false) {
   io::bert_config cfg = m.cfg();
   cfg.architectures = {m.has_classifier() ? "BertForSequenceClassification" : "BertModel"};
   cfg.dtype = "float32";
@@ -68,6 +69,8 @@ void save_pretrained_into(const Model& m, const fs::path& dir, const tensor<floa
   io::safetensors_writer w;
   w.metadata("format", "pt");
   for (const auto& p : m.params().params()) {
+    // LoRA factors are not BERT weights: transformers would not know them (they go to the PEFT adapter instead).
+    if (p.name.find(".lora_") != std::string::npos && !include_adapters) continue;
     std::vector<std::uint64_t> s;
     for (int d = 0; d < p.extents.rank(); ++d) s.push_back(static_cast<std::uint64_t>(p.extents[d]));
     w.add<float>(m.has_classifier() ? hf_name(p.name) : p.name, s,
@@ -100,7 +103,7 @@ fs::path save_checkpoint(const Model& m, const fs::path& out, std::int64_t step,
   detail::fs_call("cannot clear " + tmp.string(), [&](std::error_code& ec) { fs::remove_all(tmp, ec); });
   detail::fs_call("cannot create " + tmp.string(), [&](std::error_code& ec) { fs::create_directory(tmp, ec); });
   try {
-    save_pretrained_into(m, tmp, values, vocab, tokenizer);
+    save_pretrained_into(m, tmp, values, vocab, tokenizer, /*include_adapters=*/true);
     io::safetensors_writer w;
     for (const auto& [key, t] : state.tensors)
       w.add<float>(key, {static_cast<std::uint64_t>(t.numel())},

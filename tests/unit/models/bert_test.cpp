@@ -17,7 +17,10 @@ using loom::test::device;
 
 namespace {
 
-const std::filesystem::path fixtures = std::filesystem::path(LOOM_SOURCE_DIR) / "tests/fixtures/bert";
+// LOOM_SOURCE_DIR in the environment overrides the build's path (tests run from a copy on the GPU machine).
+const std::filesystem::path fixtures =
+    std::filesystem::path(std::getenv("LOOM_SOURCE_DIR") ? std::getenv("LOOM_SOURCE_DIR") : LOOM_SOURCE_DIR) /
+    "tests/fixtures/bert";
 
 struct reference {
   io::safetensors_file file;
@@ -100,7 +103,7 @@ void check_forward(const std::string& name, double tol) {
 TEST_CASE("BERT classifier logits, hidden states and pooled output match transformers", "[bert][parity]") {
   check_forward<precision::fp32>("tiny_a", 1e-4);
   check_forward<precision::fp32>("tiny_b", 1e-4);
-  if constexpr (std::is_same_v<device, cuda>) {
+  if constexpr (std::is_same_v<device, loom::cuda>) {
     check_forward<precision::bf16_mixed>("tiny_a", 2e-2);
     check_forward<precision::bf16_mixed>("tiny_b", 2e-2);
     check_forward<precision::fp16_mixed>("tiny_a", 2e-2);

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""The same fine-tuning recipe as `loom-bert train`, in transformers' Trainer, for side-by-side accuracy.
+
+  python3 hf_trainer.py --train T.tsv --dev D.tsv --text-column sentence --label-column label
+                        (--model DIR | --config config.json --vocab vocab.txt) --epochs 3 --batch-size 32 --lr 5e-5
+                        --warmup-ratio 0.06 --weight-decay 0.01 --max-seq-len 64 --seed 42 [--bf16]
+Prints one JSON line: {"impl": "transformers", "dev_accuracy": ..., "dev_macro_f1": ..., "seconds": ...}.
+Labels are sorted as loom sorts them (numerically when all are integers), so ids agree.
+"""
+import argparse, csv, json, sys, time
+import numpy as np
+import torch
+from transformers import (BertConfig, BertForSequenceClassification, BertTokenizer, Trainer, TrainingArguments,
+                          DataCollatorWithPadding)
+
+csv.field_size_limit(1 << 24)
+
+
+def read(path, text, text_b, label):
+    delim = "," if path.endswith(".csv") else "\t"
+    quoting = csv.QUOTE_MINIMAL if delim == "," else csv.QUOTE_NONE
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter=delim, quoting=quoting))
+    return [(r[text], r[text_b] if text_b else None, r[label]) for r in rows]
+
+
+def label_order(labels):
+    names = sorted(set(labels))
+    try:
+        return sorted(names, key=int)
+    except ValueError:
+        return names
+
+
+class Rows(torch.utils.data.Dataset):
+    def __init__(self, rows, tok, ids, max_len):
+        self.enc = [tok(a, b, truncation=True, max_length=max_len) if b is not None else tok(a, truncation=True, max_length=max_len)
+                    for a, b, _ in rows]
+        self.labels = [ids[y] for _, _, y in rows]
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __getitem__(self, i):
+        d = dict(self.enc[i])
+        d["labels"] = self.labels[i]
+        return d
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--train", required=True)
+    ap.add_argument("--dev", required=True)
+    ap.add_argument("--text-column", default="text")
+    ap.add_argument("--text-b-column", default="")
+    ap.add_argument("--label-column", default="label")
+    ap.add_argument("--model")
+    ap.add_argument("--config")
+    ap.add_argument("--vocab")
+    ap.add_argument("--epochs", type=float, default=3)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=5e-5)
+    ap.add_argument("--warmup-ratio", type=float, default=0.0)
+    ap.add_argument("--weight-decay", type=float, default=0.01)
+    ap.add_argument("--max-seq-len", type=int, default=128)
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--bf16", action="store_true")
+    ap.add_argument("--out", default="/tmp/hf_trainer_out")
+    a = ap.parse_args()
+    train = read(a.train, a.text_column, a.text_b_column, a.label_column)
+    dev = read(a.dev, a.text_column, a.text_b_column, a.label_column)
+    names = label_order([y for _, _, y in train])
+    ids = {n: i for i, n in enumerate(names)}
+    if a.model:
+        tok = BertTokenizer.from_pretrained(a.model)
+        model = BertForSequenceClassification.from_pretrained(a.model, num_labels=len(names), ignore_mismatched_sizes=True)
+    else:
+        tok = BertTokenizer(a.vocab, do_lower_case=True)
+        cfg = BertConfig.from_json_file(a.config)
+        cfg.num_labels = len(names)
+        torch.manual_seed(a.seed)
+        model = BertForSequenceClassification(cfg)
+    tr, dv = Rows(train, tok, ids, a.max_seq_len), Rows(dev, tok, ids, a.max_seq_len)
+
+    def metrics(p):
+        pred = p.predictions.argmax(-1)
+        acc = float((pred == p.label_ids).mean())
+        f1s = []
+        for c in range(len(names)):
+            tp = float(((pred == c) & (p.label_ids == c)).sum())
+            prec = tp / max(float((pred == c).sum()), 1e-12) if (pred == c).any() else 0.0
+            rec = tp / max(float((p.label_ids == c).sum()), 1e-12) if (p.label_ids == c).any() else 0.0
+            f1s.append(2 * prec * rec / (prec + rec) if prec + rec > 0 else 0.0)
+        return {"accuracy": acc, "macro_f1": float(np.mean(f1s))}
+
+    args = TrainingArguments(output_dir=a.out, per_device_train_batch_size=a.batch_size,
+                             per_device_eval_batch_size=2 * a.batch_size, learning_rate=a.lr,
+                             num_train_epochs=a.epochs, warmup_ratio=a.warmup_ratio, weight_decay=a.weight_decay,
+                             lr_scheduler_type="linear", eval_strategy="epoch", save_strategy="no", logging_steps=200,
+                             seed=a.seed, bf16=a.bf16, report_to=[], dataloader_num_workers=2,
+                             group_by_length=True, max_grad_norm=1.0)
+    t0 = time.time()
+    trainer = Trainer(model=model, args=args, train_dataset=tr, eval_dataset=dv,
+                      data_collator=DataCollatorWithPadding(tok), compute_metrics=metrics)
+    trainer.train()
+    r = trainer.evaluate()
+    print(json.dumps({"impl": "transformers", "train": a.train, "dev_accuracy": r["eval_accuracy"],
+                      "dev_macro_f1": r["eval_macro_f1"], "seconds": round(time.time() - t0, 1),
+                      "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
