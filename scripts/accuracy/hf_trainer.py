@@ -96,10 +96,11 @@ def main():
 
     args = TrainingArguments(output_dir=a.out, per_device_train_batch_size=a.batch_size,
                              per_device_eval_batch_size=2 * a.batch_size, learning_rate=a.lr,
-                             num_train_epochs=a.epochs, warmup_ratio=a.warmup_ratio, weight_decay=a.weight_decay,
+                             num_train_epochs=a.epochs, weight_decay=a.weight_decay,
+                             warmup_steps=a.warmup_ratio,  # transformers 5: a float in [0, 1) is a ratio
                              lr_scheduler_type="linear", eval_strategy="epoch", save_strategy="no", logging_steps=200,
                              seed=a.seed, bf16=a.bf16, report_to=[], dataloader_num_workers=2,
-                             group_by_length=True, max_grad_norm=1.0)
+                             train_sampling_strategy="group_by_length", max_grad_norm=1.0)
     t0 = time.time()
     trainer = Trainer(model=model, args=args, train_dataset=tr, eval_dataset=dv,
                       data_collator=DataCollatorWithPadding(tok), compute_metrics=metrics)
