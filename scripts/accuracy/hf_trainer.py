@@ -74,7 +74,10 @@ def main():
     ids = {n: i for i, n in enumerate(names)}
     if a.model:
         tok = BertTokenizer.from_pretrained(a.model)
-        model = BertForSequenceClassification.from_pretrained(a.model, num_labels=len(names), ignore_mismatched_sizes=True)
+        # fp32 master weights whatever the checkpoint's dtype (transformers 5 would keep an fp16 file in fp16, and
+        # AdamW updates would then vanish in fp16 rounding); --bf16 autocasts the compute, as loom's bf16_mixed does.
+        model = BertForSequenceClassification.from_pretrained(a.model, num_labels=len(names),
+                                                              ignore_mismatched_sizes=True, dtype=torch.float32)
     else:
         tok = BertTokenizer(a.vocab, do_lower_case=True)
         cfg = BertConfig.from_json_file(a.config)

@@ -130,9 +130,9 @@ TEST_CASE("BERT gradients of every parameter match transformers' backward", "[be
     auto key_of = [&](const std::string& p) {
       return ref.file.find("grad.bert." + p) ? "grad.bert." + p : "grad." + p;
     };
-    // Relative to each tensor's largest reference gradient, floored at 1e-3 of the model's largest: the key bias's
-    // true gradient is exactly 0 (softmax ignores a per-row constant, and q.b_k is one), so fp32 leaves ~1e-8 of
-    // rounding there that no relative measure of a zero can accept.
+    // Relative to each tensor's largest reference gradient, floored at 1e-3 of the model's largest. The key bias's
+    // true gradient is exactly 0 (softmax ignores a per-row constant, and q.b_k is one): no relative measure of a
+    // zero works, so it is checked against zero below.
     double model_scale = 0;
     for (const auto& p : m.params().params())
       for (double v : ref.f64(key_of(p.name))) model_scale = std::max(model_scale, std::abs(v));
@@ -140,6 +140,14 @@ TEST_CASE("BERT gradients of every parameter match transformers' backward", "[be
     for (const auto& p : m.params().params()) {
       const auto want = ref.f64(key_of(p.name));
       const auto got = doubles(m.params().grad(p.name));
+      if (p.name.ends_with("attention.self.key.bias")) {
+        // Exactly zero in exact arithmetic: checked against zero (PyTorch's own value is fp64 rounding noise).
+        double biggest = 0;
+        for (double v : got) biggest = std::max(biggest, std::abs(v));
+        INFO(name << ": gradient of " << p.name << " must vanish; largest entry " << biggest);
+        CHECK(biggest <= 1e-6 * model_scale);
+        continue;
+      }
       double scale = 1e-3 * model_scale;
       for (double v : want) scale = std::max(scale, std::abs(v));
       const double err = max_abs_diff(got, want) / scale;
