@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  cmake ninja-build g++ make git pkg-config python3
+  cmake ninja-build g++ make git pkg-config python3 python3-pip
   libboost-mpi-dev libboost-serialization-dev openmpi-bin libopenmpi-dev
   catch2 libbenchmark-dev nlohmann-json3-dev libutf8proc-dev libopenblas-dev libcli11-dev libfmt-dev
   clang libclang-rt-dev
