@@ -23,7 +23,7 @@ inline void run_eval(const eval_options& o) {
   auto tok = o.tokenizer();
   const auto src = o.source(true);
   const loom::train::columns cols{o.text_column, o.text_b_column, o.label_column};
-  const auto rows = loom::train::read_labelled(o.input, input_format(o.format, o.input), cols);
+  const auto rows = loom::train::read_labelled(o.input, loom::io::table_format_for(o.format, o.input), cols);
   const auto data = loom::train::tokenize(rows, tok, o.seq_limit(src.config), src.config.label2id);
   std::unique_ptr<runner> r = make_runner(src, o.device, o.precision);
   const auto C = static_cast<std::size_t>(src.config.num_labels());
@@ -37,14 +37,10 @@ inline void run_eval(const eval_options& o) {
   for (const auto& idx : length_batches(enc, o.batch)) {
     const auto logits = r->classify(make_batch(enc, idx, tok.pad_id()));
     for (std::size_t k = 0; k < idx.size(); ++k) {
-      const float* z = logits.data() + k * C;
-      std::size_t best = 0;
-      for (std::size_t c = 1; c < C; ++c)
-        if (z[c] > z[best]) best = c;
-      double total = 0;
-      for (std::size_t c = 0; c < C; ++c) total += std::exp(static_cast<double>(z[c]) - z[best]);
-      loss += std::log(total) + z[best] - z[data.labels[idx[k]]];
-      predictions[idx[k]] = static_cast<std::int32_t>(best);
+      const std::span<const float> z(logits.data() + k * C, C);
+      const auto row = loom::train::summarize_logits(z);
+      loss += row.log_sum_exp - z[static_cast<std::size_t>(data.labels[idx[k]])];
+      predictions[idx[k]] = row.best;
     }
   }
   auto report = loom::train::classify_report(data.labels, predictions, static_cast<int>(C));

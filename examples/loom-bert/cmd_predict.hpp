@@ -6,6 +6,8 @@
 #include <cmath>
 #include <memory>
 
+#include <loom/train/metrics.hpp>
+
 #include "model_options.hpp"
 
 namespace loom_bert {
@@ -27,24 +29,18 @@ inline void run_predict(const model_options& o) {
     const token_batch b = make_batch(enc, idx, tok.pad_id());
     const std::vector<float> logits = r->classify(b);
     for (std::size_t k = 0; k < idx.size(); ++k) {
-      const float* z = logits.data() + k * C;
-      // Softmax in double: probabilities that sum to 1 to the printed precision.
-      double top = z[0], total = 0;
-      std::size_t best = 0;
-      for (std::size_t c = 1; c < C; ++c)
-        if (z[c] > z[best]) best = c;
-      top = z[best];
-      std::vector<double> p(C);
-      for (std::size_t c = 0; c < C; ++c) total += p[c] = std::exp(static_cast<double>(z[c]) - top);
+      const std::span<const float> z(logits.data() + k * C, C);
+      const auto row = loom::train::summarize_logits(z);
+      const auto best = static_cast<std::size_t>(row.best);
       std::string& line = lines[idx[k]];
       const auto label = cfg.id2label.find(static_cast<std::int64_t>(best));
       line = "{\"label\": " + nlohmann::json(label != cfg.id2label.end() ? label->second : std::to_string(best)).dump() +
              ", \"label_id\": " + std::to_string(best) + ", \"score\": ";
-      append_float(line, static_cast<float>(p[best] / total));
+      append_float(line, static_cast<float>(std::exp(z[best] - row.log_sum_exp)));
       line += ", \"probs\": [";
       for (std::size_t c = 0; c < C; ++c) {
         if (c) line += ", ";
-        append_float(line, static_cast<float>(p[c] / total));
+        append_float(line, static_cast<float>(std::exp(z[c] - row.log_sum_exp)));
       }
       line += "], \"logits\": [";
       for (std::size_t c = 0; c < C; ++c) {

@@ -18,7 +18,7 @@
 
 #include <loom/io/table_reader.hpp>
 #include <loom/io/text_error.hpp>
-#include <loom/io/tokenizer_config.hpp>
+#include <loom/io/tokenizer_options.hpp>
 #include <loom/io/wordpiece.hpp>
 
 namespace loom_bert {
@@ -40,24 +40,6 @@ struct options {
   bool skip_malformed = false;
 };
 
-/// The tokenizer options of a model folder's tokenizer_config.json (loom::io::bert_tokenizer_config gives
-/// BertTokenizer's defaults for absent fields). never_split entries beyond the special tokens are not supported.
-inline loom::io::wordpiece_options read_tokenizer_config(const std::filesystem::path& file) {
-  const auto tc = loom::io::bert_tokenizer_config::load(file);
-  if (!tc.do_basic_tokenize)
-    throw loom::invalid_argument(file.string() + ": do_basic_tokenize=false is not supported by loom's tokenizer");
-  loom::io::wordpiece_options o;
-  o.basic.do_lower_case = tc.do_lower_case;
-  o.basic.strip_accents = tc.strip_accents;
-  o.basic.tokenize_chinese_chars = tc.tokenize_chinese_chars;
-  o.unk_token = tc.unk_token;
-  o.sep_token = tc.sep_token;
-  o.pad_token = tc.pad_token;
-  o.cls_token = tc.cls_token;
-  o.mask_token = tc.mask_token;
-  return o;
-}
-
 inline loom::io::wordpiece_tokenizer make_tokenizer(const options& o) {
   loom::io::wordpiece_options wo;
   std::filesystem::path vocab = o.vocab_file;
@@ -65,7 +47,10 @@ inline loom::io::wordpiece_tokenizer make_tokenizer(const options& o) {
     const std::filesystem::path dir = o.model_dir;
     if (!std::filesystem::is_directory(dir)) throw loom::io::text_error(dir.string(), 0, 0, "model folder not found");
     vocab = dir / "vocab.txt";
-    if (std::filesystem::exists(dir / "tokenizer_config.json")) wo = read_tokenizer_config(dir / "tokenizer_config.json");
+    if (std::filesystem::exists(dir / "tokenizer_config.json")) {
+      const auto file = dir / "tokenizer_config.json";
+      wo = loom::io::tokenizer_options(loom::io::bert_tokenizer_config::load(file), file.string());
+    }
   }
   // --lower/--cased override the config; strip_accents then follows the case choice unless the config pins it.
   if (o.lower) wo.basic.do_lower_case = true;
@@ -87,15 +72,7 @@ inline void run(const options& o) {
   if (o.model_dir.empty() == o.vocab_file.empty())
     throw loom::invalid_argument("give exactly one of --model DIR or --vocab FILE");
   const auto tok = make_tokenizer(o);
-  loom::io::table_format format;
-  if (!o.format.empty()) {
-    format = loom::io::parse_table_format(o.format);
-  } else {
-    const auto ext = std::filesystem::path(o.input).extension().string();
-    if (ext != ".csv" && ext != ".tsv" && ext != ".jsonl")
-      throw loom::invalid_argument("cannot tell the format of '" + o.input + "': give --format csv|tsv|jsonl");
-    format = loom::io::parse_table_format(ext.substr(1));
-  }
+  const loom::io::table_format format = loom::io::table_format_for(o.format, o.input);
   loom::io::table_options topt;
   topt.columns.push_back(o.text_column);
   if (!o.text_b_column.empty()) topt.columns.push_back(o.text_b_column);

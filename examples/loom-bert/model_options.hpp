@@ -8,7 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "cmd_tokenize.hpp"  // defines: tokenize_detail::read_tokenizer_config
+#include <loom/io/tokenizer_options.hpp>
 #include "runner.hpp"
 #include "text_batches.hpp"
 
@@ -52,7 +52,8 @@ struct model_options {
   loom::io::wordpiece_tokenizer tokenizer() const {
     loom::io::wordpiece_options wo;
     if (std::filesystem::exists(dir() / "tokenizer_config.json"))
-      wo = tokenize_detail::read_tokenizer_config(dir() / "tokenizer_config.json");
+      wo = loom::io::tokenizer_options(loom::io::bert_tokenizer_config::load(dir() / "tokenizer_config.json"),
+                                       (dir() / "tokenizer_config.json").string());
     return loom::io::wordpiece_tokenizer::from_file(dir() / "vocab.txt", wo);
   }
 

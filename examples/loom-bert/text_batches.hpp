@@ -23,22 +23,12 @@ struct text_rows {
   std::string source;
 };
 
-/// Format from --format, or from the file extension when omitted.
-inline loom::io::table_format input_format(const std::string& format, const std::string& path) {
-  if (!format.empty()) return loom::io::parse_table_format(format);
-  const std::string ext = std::filesystem::path(path).extension().string();
-  if (ext == ".csv") return loom::io::table_format::csv;
-  if (ext == ".tsv") return loom::io::table_format::tsv;
-  if (ext == ".jsonl" || ext == ".json") return loom::io::table_format::jsonl;
-  throw loom::invalid_argument("cannot tell the format of '" + path + "': pass --format tsv|csv|jsonl");
-}
-
 inline text_rows read_text_rows(const std::string& input, const std::string& format, const std::string& text_column,
                                 const std::string& text_b_column) {
   loom::io::table_options opt;
   opt.columns = {text_column};
   if (!text_b_column.empty()) opt.columns.push_back(text_b_column);
-  auto reader = loom::io::any_table_reader::open(input, input_format(format, input), opt);
+  auto reader = loom::io::any_table_reader::open(input, loom::io::table_format_for(format, input), opt);
   text_rows rows;
   rows.source = reader.source();
   for (loom::io::record rec; reader.next(rec);) {

@@ -26,6 +26,17 @@ inline table_format parse_table_format(std::string_view name) {
   throw loom::invalid_argument("unknown table format '" + std::string(name) + "' (expected csv, tsv or jsonl)");
 }
 
+/// The format a --format flag names, or, when the flag is empty, the one `path`'s extension implies
+/// (.csv, .tsv, .jsonl/.json). Anything else is a loom::invalid_argument asking for the flag.
+inline table_format table_format_for(std::string_view flag, const std::filesystem::path& path) {
+  if (!flag.empty()) return parse_table_format(flag);
+  const std::string ext = path.extension().string();
+  if (ext == ".csv") return table_format::csv;
+  if (ext == ".tsv") return table_format::tsv;
+  if (ext == ".jsonl" || ext == ".json") return table_format::jsonl;
+  throw loom::invalid_argument("cannot tell the format of '" + path.string() + "': pass --format tsv|csv|jsonl");
+}
+
 /// One of the three readers behind one interface; itself a table_reader.
 class any_table_reader {
  public:

@@ -3,7 +3,9 @@
 // Classification metrics: accuracy, macro-F1, per-class precision/recall/F1 and the confusion matrix.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,25 @@
 #include "../core/error.hpp"
 
 namespace loom::train {
+
+/// Argmax and log-sum-exp of one row of classifier logits, in double after subtracting the largest logit, so
+/// probabilities exp(z - log_sum_exp) sum to 1 and the cross-entropy of class y is log_sum_exp - z[y].
+struct logit_row {
+  std::int32_t best = 0;
+  double log_sum_exp = 0;
+};
+
+inline logit_row summarize_logits(std::span<const float> z) {
+  LOOM_CHECK(!z.empty(), "summarize_logits: no classes");
+  logit_row r;
+  for (std::size_t c = 1; c < z.size(); ++c)
+    if (z[c] > z[static_cast<std::size_t>(r.best)]) r.best = static_cast<std::int32_t>(c);
+  const double top = z[static_cast<std::size_t>(r.best)];
+  double total = 0;
+  for (float v : z) total += std::exp(static_cast<double>(v) - top);
+  r.log_sum_exp = top + std::log(total);
+  return r;
+}
 
 struct class_report {
   double precision = 0, recall = 0, f1 = 0;

@@ -12,7 +12,7 @@
 #include <map>
 #include <optional>
 
-#include "../io/tokenizer_config.hpp"
+#include "../io/tokenizer_options.hpp"
 #include "../models/bert/model.hpp"
 #include "../models/bert/weights.hpp"
 #include "../models/bert/lora.hpp"
@@ -76,22 +76,12 @@ inline prepared_run prepare(const train_options& o) {
              "--max-seq-len " + std::to_string(o.max_seq_len) + " exceeds the model's max_position_embeddings " +
                  std::to_string(r.config.max_position_embeddings));
   LOOM_CHECK(o.max_seq_len >= 3, "--max-seq-len must be at least 3");
-  io::wordpiece_options wo;
-  wo.basic.do_lower_case = r.tokenizer_config.do_lower_case;
-  wo.basic.strip_accents = r.tokenizer_config.strip_accents;
-  wo.basic.tokenize_chinese_chars = r.tokenizer_config.tokenize_chinese_chars;
-  const auto tok = io::wordpiece_tokenizer::from_file(r.vocab, wo);
+  const auto tok = io::wordpiece_tokenizer::from_file(
+      r.vocab, io::tokenizer_options(r.tokenizer_config, (r.vocab.parent_path() / "tokenizer_config.json").string()));
   LOOM_CHECK(static_cast<std::int64_t>(tok.get_vocab().size()) <= r.config.vocab_size,
              r.vocab.string() + " has " + std::to_string(tok.get_vocab().size()) +
                  " tokens but config.json's vocab_size is " + std::to_string(r.config.vocab_size));
-  const auto fmt = [&](const std::string& path) {
-    if (!o.format.empty()) return io::parse_table_format(o.format);
-    const std::string ext = fs::path(path).extension().string();
-    if (ext == ".csv") return io::table_format::csv;
-    if (ext == ".jsonl" || ext == ".json") return io::table_format::jsonl;
-    if (ext == ".tsv") return io::table_format::tsv;
-    throw loom::invalid_argument("cannot tell the format of '" + path + "': pass --format tsv|csv|jsonl");
-  };
+  const auto fmt = [&](const std::string& path) { return io::table_format_for(o.format, path); };
   labelled_rows train_rows = read_labelled(o.train, fmt(o.train), o.cols);
   labelled_rows dev_rows;
   if (!o.dev.empty()) {
@@ -247,16 +237,12 @@ class trainer {
       model_.forward(upload(hb), bert::mode::inference);
       const auto logits = to<host>(contiguous(model_.logits()));
       const index_t C = logits.extent(1);
+      std::vector<float> z(static_cast<std::size_t>(C));
       for (std::size_t r = 0; r < rows.size(); ++r) {
-        double top = -INFINITY, total = 0;
-        std::int32_t best = 0;
-        for (index_t c = 0; c < C; ++c) {
-          const double z = convert<float>(logits(static_cast<index_t>(r), c));
-          if (z > top) top = z, best = static_cast<std::int32_t>(c);
-        }
-        for (index_t c = 0; c < C; ++c) total += std::exp(convert<float>(logits(static_cast<index_t>(r), c)) - top);
-        loss += std::log(total) + top - convert<float>(logits(static_cast<index_t>(r), d.labels[rows[r]]));
-        predictions[rows[r]] = best;
+        for (index_t c = 0; c < C; ++c) z[static_cast<std::size_t>(c)] = convert<float>(logits(static_cast<index_t>(r), c));
+        const auto row = summarize_logits(z);
+        loss += row.log_sum_exp - z[static_cast<std::size_t>(d.labels[rows[r]])];
+        predictions[rows[r]] = row.best;
       }
     }
     auto report = classify_report(d.labels, predictions, static_cast<int>(run_.labels.size()));

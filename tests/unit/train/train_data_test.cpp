@@ -105,3 +105,13 @@ TEST_CASE("metrics match hand-computed precision, recall, F1 and confusion", "[t
   CHECK(r.macro_f1 == Approx((f0 + f1 + f2) / 3));
   CHECK(train::classify_report({1, 1}, {1, 1}, 2).classes[0].f1 == 0.0);  // no support, no predictions
 }
+
+TEST_CASE("logit rows: argmax and log-sum-exp as written out by hand", "[train][metrics]") {
+  const std::vector<float> z{1.0f, 3.0f, 2.0f};
+  const auto r = train::summarize_logits(z);
+  CHECK(r.best == 1);
+  CHECK(r.log_sum_exp == Approx(std::log(std::exp(1.0) + std::exp(3.0) + std::exp(2.0))).epsilon(1e-12));
+  // Large logits do not overflow: the largest is subtracted before exponentiating.
+  const std::vector<float> big{1000.0f, 999.0f};
+  CHECK(train::summarize_logits(big).log_sum_exp == Approx(1000.0 + std::log(1.0 + std::exp(-1.0))).epsilon(1e-12));
+}
