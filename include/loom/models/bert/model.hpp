@@ -663,16 +663,17 @@ class model {
     const stream_id s = dropout_stream(l + 1, 3);
     return {static_cast<float>(cfg_.attention_probs_dropout_prob), s.seed, s.offset};
   }
+  // dst = dropout(src): elements whose draw is below p become 0, the rest are scaled by 1 / (1 - p). dst may be src.
+  static void dropout(const tensor<T, Device>& dst, const tensor<T, Device>& src, stream_id s, double p) {
+    assign(dst, where(uniform<float>(s.seed, s.offset) >= static_cast<float>(p), src * (1.0 / (1.0 - p)), 0.0));
+  }
   static void dropout_inplace(const tensor<T, Device>& x, stream_id s, double p) {
-    if (p <= 0) return;
-    const double keep = 1.0 - p;
-    assign(x, where(uniform<float>(s.seed, s.offset) >= static_cast<float>(p), x * (1.0 / keep), 0.0));
+    if (p > 0) dropout(x, x, s, p);
   }
   tensor<T, Device> dropout_copy(const tensor<T, Device>& x, stream_id s, double p) {
     if (p <= 0) return x;
-    dropped_pooled_ = tensor<T, Device>(x.extents());
-    const double keep = 1.0 - p;
-    assign(dropped_pooled_, where(uniform<float>(s.seed, s.offset) >= static_cast<float>(p), x * (1.0 / keep), 0.0));
+    if (!(dropped_pooled_.extents() == x.extents())) dropped_pooled_ = tensor<T, Device>(x.extents());
+    dropout(dropped_pooled_, x, s, p);
     return dropped_pooled_;
   }
 
