@@ -1,65 +1,233 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
-// A background thread that collates the next batches (dynamic padding into [rows, longest] id/type/length/label
-// buffers) while the device computes, so the step never waits on the host. With CUDA the buffers are page-locked,
-// so the copy to the GPU is asynchronous.
+// Training batches on their way to the device. A background thread collates each batch (dynamic padding into
+// [rows, longest] ids/types plus lengths/labels, packed back to back) into a slot of a fixed staging ring that is
+// allocated once. With CUDA the slots are page-locked, so one cudaMemcpyAsync per batch moves it without a staging
+// copy or a host wait, and each slot has an event recorded after that copy: the worker refills a slot only once its
+// event has completed, so a buffer is never overwritten while a copy still reads it. On the host the slots are
+// plain memory and the copy is a memcpy.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <functional>
+#include <exception>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "../tensor/copy.hpp"
 #include "../tensor/tensor.hpp"
 #include "dataset.hpp"
 
 namespace loom::train {
 
-/// One collated batch on the host.
-struct host_batch {
-  tensor<std::int32_t, host> ids, types, lengths, labels;  // [rows, seq], [rows, seq], [rows], [rows]
-  std::size_t index = 0;                                   // position of this batch in the epoch
+/// A batch's four tensors on `Device`, as views of one packed buffer: ids [rows, seq], types [rows, seq],
+/// lengths [rows], labels [rows], one after the other, so a single copy moves the whole batch.
+template <device_tag Device>
+struct batch_tensors {
+  tensor<std::int32_t, Device> packed;                       ///< [packed_size(rows, seq)]
+  tensor<std::int32_t, Device> ids, types, lengths, labels;  ///< views of `packed`
+  index_t rows() const { return ids.extent(0); }
+  index_t seq() const { return ids.extent(1); }
 };
 
-/// Collates `d`'s rows `rows` padded with `pad_id` into `b` (whose tensors are (re)allocated by `make` when too
-/// small; `make(shape)` returns a host tensor, pinned or not).
-inline void collate(const dataset& d, const std::vector<std::size_t>& rows, std::int32_t pad_id, host_batch& b,
-                    const std::function<tensor<std::int32_t, host>(const shape&)>& make) {
+/// Each part of a packed batch starts at a multiple of 16 values (64 bytes), so its view is as aligned for vector
+/// loads as a tensor of its own would be.
+constexpr index_t packed_round(index_t n) { return (n + 15) / 16 * 16; }
+
+/// int32 values a packed batch of `rows` x `seq` tokens takes.
+constexpr std::size_t packed_size(index_t rows, index_t seq) {
+  return static_cast<std::size_t>(2 * packed_round(rows * seq) + 2 * packed_round(rows));
+}
+
+/// The views of a packed batch of `rows` x `seq` over the first packed_size(rows, seq) values of `buffer`.
+template <device_tag Device>
+batch_tensors<Device> packed_batch(const tensor<std::int32_t, Device>& buffer, index_t rows, index_t seq) {
+  const index_t tokens = rows * seq, t = packed_round(tokens), r = packed_round(rows);
+  batch_tensors<Device> b;
+  b.packed = buffer.slice(0, 0, static_cast<index_t>(packed_size(rows, seq)));
+  b.ids = b.packed.slice(0, 0, tokens).reshape({rows, seq});
+  b.types = b.packed.slice(0, t, t + tokens).reshape({rows, seq});
+  b.lengths = b.packed.slice(0, 2 * t, 2 * t + rows);
+  b.labels = b.packed.slice(0, 2 * t + r, 2 * t + r + rows);
+  return b;
+}
+
+/// One collated batch on the host, in a slot of a staging_ring (or any host buffer).
+struct host_batch : batch_tensors<host> {
+  static constexpr std::size_t no_slot = static_cast<std::size_t>(-1);
+  std::size_t index = 0;       ///< position of this batch in the epoch
+  std::size_t slot = no_slot;  ///< the ring slot holding it, while a batch_loader has handed it out
+};
+
+/// int32 values of the largest packed batch of at most `rows` rows of `d`: what a staging slot must hold.
+inline std::size_t packed_capacity(const dataset& d, std::size_t rows) {
+  std::size_t longest = 0;
+  for (const auto& ids : d.ids) longest = std::max(longest, ids.size());
+  return packed_size(static_cast<index_t>(std::min(rows, d.size())), static_cast<index_t>(longest));
+}
+
+/// Collates `d`'s rows `rows`, padded with `pad_id` to the longest of them, into `buffer` (flat, host) and points
+/// `b`'s tensors at it. Throws when the batch does not fit.
+inline void collate(const dataset& d, const std::vector<std::size_t>& rows, std::int32_t pad_id,
+                    const tensor<std::int32_t, host>& buffer, host_batch& b) {
   index_t seq = 0;
   for (auto i : rows) seq = std::max<index_t>(seq, static_cast<index_t>(d.ids[i].size()));
   const auto n = static_cast<index_t>(rows.size());
-  b.ids = make({n, seq});
-  b.types = make({n, seq});
-  b.lengths = make({n});
-  b.labels = make({n});
+  const std::size_t need = packed_size(n, seq);
+  LOOM_CHECK(buffer.is_contiguous() && static_cast<std::size_t>(buffer.numel()) >= need,
+             "collate: a batch of " + std::to_string(n) + " x " + std::to_string(seq) + " tokens needs " +
+                 std::to_string(need) + " values, the staging buffer holds " + std::to_string(buffer.numel()));
+  static_cast<batch_tensors<host>&>(b) = packed_batch(buffer, n, seq);
+  std::int32_t* ids = b.ids.data();
+  std::int32_t* types = b.types.data();
   for (index_t r = 0; r < n; ++r) {
-    const auto& ids = d.ids[rows[r]];
-    const auto& types = d.types[rows[r]];
-    for (index_t s = 0; s < seq; ++s) {
-      const bool real = s < static_cast<index_t>(ids.size());
-      b.ids(r, s) = real ? ids[s] : pad_id;
-      b.types(r, s) = real ? types[s] : 0;
-    }
-    b.lengths(r) = static_cast<std::int32_t>(ids.size());
-    b.labels(r) = d.labels[rows[r]];
+    const auto& row_ids = d.ids[rows[r]];
+    const auto& row_types = d.types[rows[r]];
+    const auto len = static_cast<index_t>(row_ids.size());
+    std::copy(row_ids.begin(), row_ids.end(), ids + r * seq);
+    std::fill(ids + r * seq + len, ids + (r + 1) * seq, pad_id);
+    std::copy(row_types.begin(), row_types.end(), types + r * seq);
+    std::fill(types + r * seq + len, types + (r + 1) * seq, 0);
+    b.lengths.data()[r] = static_cast<std::int32_t>(len);
+    b.labels.data()[r] = d.labels[rows[r]];
   }
+  // The alignment gaps are zeroed, so a batch's copy carries nothing of the slot's previous batch.
+  std::fill(ids + n * seq, types, 0);
+  std::fill(types + n * seq, b.lengths.data(), 0);
+  std::fill(b.lengths.data() + n, b.labels.data(), 0);
+  std::fill(b.labels.data() + n, b.packed.data() + b.packed.numel(), 0);
 }
 
-/// Produces collated batches of one epoch in order, `depth` ahead of the consumer, on its own thread.
+/// `b` on `Device`: one allocation and one copy of the packed buffer on the current stream (from a page-locked
+/// slot this copy is asynchronous: the slot must stay untouched until it completes; see staging_ring::mark_in_use).
+/// On the host it is a copy too, so the slot can be reused as soon as this returns.
+template <device_tag Device>
+batch_tensors<Device> to_device(const batch_tensors<host>& b) {
+  tensor<std::int32_t, Device> packed(b.packed.extents());
+  if constexpr (std::is_same_v<Device, host>) std::copy_n(b.packed.data(), b.packed.numel(), packed.data());
+  else copy(packed, b.packed);
+  return packed_batch(packed, b.rows(), b.seq());
+}
+
+template <device_tag Device>
+class batch_loader;
+
+namespace detail {
+/// How a staging slot is allocated and fenced on `Device`. The CUDA specialisation exists only where the CUDA
+/// runtime does, and only staging_ring<cuda> (instantiated in nvcc TUs) uses it.
+template <device_tag Device>
+struct staging_traits;
+
+template <>
+struct staging_traits<host> {
+  struct fence {  // host copies are synchronous: nothing is ever in flight
+    void wait() const {}
+    void record() {}
+  };
+  static storage allocate(std::size_t bytes) { return allocate_storage<host>(bytes); }
+};
+
+#if LOOM_HAS_CUDA_RUNTIME
+template <>
+struct staging_traits<cuda> {
+  /// An event marking the last copy out of a slot. Blocking sync: the loader thread sleeps instead of spinning.
+  class fence {
+   public:
+    fence() { LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming | cudaEventBlockingSync)); }
+    fence(const fence&) = delete;
+    fence& operator=(const fence&) = delete;
+    fence(fence&& o) noexcept : event_(std::exchange(o.event_, nullptr)) {}
+    fence& operator=(fence&&) = delete;
+    ~fence() {
+      if (!event_) return;
+      cudaEventSynchronize(event_);  // the slot's memory is freed right after: let its last copy finish first
+      cudaEventDestroy(event_);
+    }
+    void wait() const { LOOM_CUDA_CHECK(cudaEventSynchronize(event_)); }  // never recorded: returns at once
+    void record() { LOOM_CUDA_CHECK(cudaEventRecord(event_, current_stream())); }
+
+   private:
+    cudaEvent_t event_ = nullptr;
+  };
+  static storage allocate(std::size_t bytes) { return allocate_pinned_storage(bytes); }
+};
+#endif
+}  // namespace detail
+
+/// A fixed set of host staging buffers for batches bound to `Device`, allocated once (page-locked on CUDA:
+/// cudaMallocHost is slow and cudaFreeHost synchronises, so never per batch), each with a fence that marks the
+/// last device work reading it. Slot contents are host-written only after wait_idle(slot).
+template <device_tag Device>
+class staging_ring {
+ public:
+  /// Slots a batch_loader needs to keep `depth` batches collated ahead: those, plus the one the consumer holds
+  /// (its copy may still be in flight after release), plus the one the worker is filling.
+  static constexpr std::size_t slots_for_depth(std::size_t depth) { return depth + 2; }
+
+  /// `slots` buffers of `capacity` int32 values (see packed_capacity).
+  staging_ring(std::size_t slots, std::size_t capacity) : capacity_(std::max<std::size_t>(capacity, 1)) {
+    LOOM_CHECK(slots >= 1, "staging_ring needs at least one slot");
+    blocks_.reserve(slots);
+    fences_.reserve(slots);
+    for (std::size_t i = 0; i < slots; ++i) {
+      const shape s{static_cast<index_t>(capacity_)};
+      storage st = detail::staging_traits<Device>::allocate(capacity_ * sizeof(std::int32_t));
+      auto* p = reinterpret_cast<std::int32_t*>(st.bytes.get());
+      blocks_.emplace_back(std::move(st), strided<std::int32_t>{p, s, contiguous_strides(s)});
+      fences_.emplace_back();
+    }
+  }
+  staging_ring(const staging_ring&) = delete;
+  staging_ring& operator=(const staging_ring&) = delete;
+
+  std::size_t size() const { return blocks_.size(); }
+  std::size_t capacity() const { return capacity_; }
+  /// Slot `i`'s buffer, flat [capacity].
+  const tensor<std::int32_t, host>& block(std::size_t i) const { return blocks_.at(i); }
+  /// Blocks until the device work recorded by the last mark_in_use(i) has completed.
+  void wait_idle(std::size_t i) const { fences_.at(i).wait(); }
+  /// Slot `i` stays in use until the work enqueued so far on the current stream (the copy out of it) completes.
+  void mark_in_use(std::size_t i) { fences_.at(i).record(); }
+
+ private:
+  friend class batch_loader<Device>;
+  std::size_t capacity_;
+  std::vector<tensor<std::int32_t, host>> blocks_;
+  // Declared after blocks_, so destroyed first: each fence waits for its slot's last copy before the memory goes.
+  std::vector<typename detail::staging_traits<Device>::fence> fences_;
+  std::atomic<bool> claimed_{false};  // one batch_loader at a time owns the slots
+};
+
+/// Produces the collated batches of one epoch in order, on its own thread, into the slots of `ring`: it runs ahead
+/// of the consumer until every slot the consumer does not hold is filled. The consumer takes a batch with next(),
+/// enqueues the copy out of it (to_device), then gives the slot back with release().
+template <device_tag Device>
 class batch_loader {
  public:
-  using maker = std::function<tensor<std::int32_t, host>(const shape&)>;
-
-  batch_loader(const dataset& d, std::vector<std::vector<std::size_t>> batches, std::size_t first, std::int32_t pad_id,
-               maker make, std::size_t depth = 4)
-      : d_(d), batches_(std::move(batches)), next_(first), pad_(pad_id), make_(std::move(make)), depth_(depth) {
-    worker_ = std::thread([this] { run(); });
+  /// Batches `batches[first..]` of `d`, padded with `pad_id`. `ring` (and `d`) must outlive the loader; all its
+  /// slots must be free (a loader releases them all before its successor starts).
+  batch_loader(staging_ring<Device>& ring, const dataset& d, std::vector<std::vector<std::size_t>> batches,
+               std::size_t first, std::int32_t pad_id)
+      : ring_(ring), d_(d), batches_(std::move(batches)), first_(first), pad_(pad_id) {
+    LOOM_CHECK(!ring_.claimed_.exchange(true), "batch_loader: the staging ring is in use by another loader");
+    for (std::size_t i = 0; i < ring_.size(); ++i) free_.push_back(i);
+    try {
+      worker_ = std::thread([this] { run(); });
+    } catch (...) {
+      ring_.claimed_ = false;
+      throw;
+    }
   }
   batch_loader(const batch_loader&) = delete;
   batch_loader& operator=(const batch_loader&) = delete;
+  /// Stops the worker: it leaves a wait for a free slot at once, and a wait on a slot's fence when the device work
+  /// it waits for completes. Batches the consumer still holds must not be released after this.
   ~batch_loader() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -67,18 +235,39 @@ class batch_loader {
     }
     cv_.notify_all();
     worker_.join();
+    ring_.claimed_ = false;
   }
 
-  /// The next batch, or false at the end of the epoch. Rethrows an error the worker hit.
+  /// The next batch in epoch order, or false at the end of the epoch. Batches collated before a failure are
+  /// delivered first, then the worker's exception is rethrown.
   bool next(host_batch& out) {
     std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [&] { return !ready_.empty() || done_ || error_; });
-    if (error_) std::rethrow_exception(error_);
-    if (ready_.empty()) return false;
+    LOOM_CHECK(held_ < ring_.size(), "batch_loader: every staging slot is held by the consumer; release() batches");
+    cv_.wait(lock, [&] { return !ready_.empty() || done_; });
+    if (ready_.empty()) {
+      if (error_) std::rethrow_exception(error_);
+      return false;
+    }
     out = std::move(ready_.front());
     ready_.pop_front();
-    cv_.notify_all();
+    ++held_;
     return true;
+  }
+
+  /// Gives `b`'s slot back for refilling, once the device work enqueued so far on the current stream (the copy
+  /// out of it) completes; `b`'s tensors are cleared.
+  void release(host_batch& b) {
+    LOOM_CHECK(b.slot < ring_.size(), "batch_loader::release: this batch holds no staging slot");
+    ring_.mark_in_use(b.slot);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      free_.push_back(b.slot);  // FIFO: the worker refills the least recently released slot, most likely idle
+      --held_;
+    }
+    cv_.notify_all();
+    const std::size_t index = b.index;
+    b = host_batch{};
+    b.index = index;
   }
 
   std::size_t size() const { return batches_.size(); }
@@ -86,13 +275,22 @@ class batch_loader {
  private:
   void run() {
     try {
-      for (std::size_t i = next_; i < batches_.size(); ++i) {
+      for (std::size_t i = first_; i < batches_.size(); ++i) {
+        std::size_t slot = 0;
+        {
+          std::unique_lock<std::mutex> lock(mutex_);
+          cv_.wait(lock, [&] { return !free_.empty() || stop_; });
+          if (stop_) break;
+          slot = free_.front();
+          free_.pop_front();
+        }
+        ring_.wait_idle(slot);  // outside the lock: the consumer keeps going while the last copy finishes
         host_batch b;
-        collate(d_, batches_[i], pad_, b, make_);
+        collate(d_, batches_[i], pad_, ring_.block(slot), b);
         b.index = i;
-        std::unique_lock<std::mutex> lock(mutex_);
-        cv_.wait(lock, [&] { return ready_.size() < depth_ || stop_; });
-        if (stop_) return;
+        b.slot = slot;
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (stop_) break;
         ready_.push_back(std::move(b));
         cv_.notify_all();
       }
@@ -105,15 +303,16 @@ class batch_loader {
     cv_.notify_all();
   }
 
+  staging_ring<Device>& ring_;
   const dataset& d_;
   std::vector<std::vector<std::size_t>> batches_;
-  std::size_t next_;
+  std::size_t first_;
   std::int32_t pad_;
-  maker make_;
-  std::size_t depth_;
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::deque<host_batch> ready_;
+  std::deque<std::size_t> free_;  // slots the worker may refill (after their fence)
+  std::deque<host_batch> ready_;  // collated, in epoch order
+  std::size_t held_ = 0;          // slots handed to the consumer and not yet released
   bool done_ = false, stop_ = false;
   std::exception_ptr error_;
   std::thread worker_;

@@ -160,20 +160,23 @@ class trainer {
     std::int64_t logged_steps = 0;
     classification_report last;
     bool stop = false;
+    // Allocated once for the run, sized for the largest batch; the loader keeps 4 batches collated ahead.
+    staging_ring<Device> ring(staging_ring<Device>::slots_for_depth(4), packed_capacity(run_.train, o_.batch));
     while (!stop && step_ < total_steps_) {
       const auto batches = epoch_batches(run_.train, o_.batch, o_.seed, static_cast<std::uint64_t>(epoch_));
-      batch_loader loader(run_.train, batches, batch_in_epoch_, pad_id(),
-                          [](const shape& s) { return tensor<std::int32_t, host>(s); });
+      batch_loader<Device> loader(ring, run_.train, batches, batch_in_epoch_, pad_id());
       host_batch hb;
       int micro = 0;
       while (!stop && loader.next(hb)) {
+        // The copy is enqueued, then the slot goes back: the loader refills it once that copy has completed.
         const bert::batch<Device> b = upload(hb);
+        loader.release(hb);
         // fp16: the loss is scaled (a host read of the scale, once per micro-batch); accumulation averages.
         const float scale = loss_scale() / static_cast<float>(o_.grad_accum);
         model_.forward_loss(b, bert::mode::training, o_.seed, static_cast<std::uint64_t>(micro_step_));
         model_.backward(b, micro == 0 ? autograd::grad_mode::overwrite : autograd::grad_mode::accumulate, scale);
         assign(loss_sum, loss_sum + model_.loss() * (1.0 / o_.grad_accum));
-        sequences_ += hb.labels.numel();
+        sequences_ += b.rows();
         ++micro_step_;
         batch_in_epoch_ = hb.index + 1;
         if (++micro < o_.grad_accum && batch_in_epoch_ < batches.size()) continue;
@@ -231,10 +234,21 @@ class trainer {
     const std::size_t eb = o_.eval_batch ? o_.eval_batch : 2 * o_.batch;
     std::vector<std::int32_t> predictions(d.size());
     double loss = 0;
-    host_batch hb;
+    // Collated on this thread into two staging slots used in turn; a slot is refilled only after its last copy.
+    const std::size_t capacity = packed_capacity(d, eb);
+    if (!eval_ring_ || eval_ring_->capacity() < capacity) {
+      eval_ring_.reset();  // frees the old slots (after their copies) before allocating the new ones
+      eval_ring_ = std::make_unique<staging_ring<Device>>(2, capacity);
+    }
+    std::size_t k = 0;
     for (const auto& rows : epoch_batches(d, eb, 0, 0, /*shuffle=*/false)) {
-      collate(d, rows, pad_id(), hb, [](const shape& s) { return tensor<std::int32_t, host>(s); });
-      model_.forward(upload(hb), bert::mode::inference);
+      const std::size_t slot = k++ % eval_ring_->size();
+      eval_ring_->wait_idle(slot);
+      host_batch hb;
+      collate(d, rows, pad_id(), eval_ring_->block(slot), hb);
+      const bert::batch<Device> b = upload(hb);
+      eval_ring_->mark_in_use(slot);
+      model_.forward(b, bert::mode::inference);
       const auto logits = to<host>(contiguous(model_.logits()));
       const index_t C = logits.extent(1);
       std::vector<float> z(static_cast<std::size_t>(C));
@@ -271,13 +285,11 @@ class trainer {
 
   std::int32_t pad_id() const { return static_cast<std::int32_t>(run_.config.pad_token_id.value_or(0)); }
 
-  // Host batches go to the device through page-locked staging buffers (CUDA) so the copy is asynchronous.
+  // One copy of the packed batch on the current stream; from a page-locked slot (CUDA) it is asynchronous, so the
+  // caller marks the slot in use (loader.release / mark_in_use) right after. On the host it is a plain copy.
   bert::batch<Device> upload(const host_batch& hb) {
-    if constexpr (std::is_same_v<Device, host>) {
-      return {hb.ids, hb.types, hb.lengths, hb.labels};
-    } else {
-      return {to<Device>(hb.ids), to<Device>(hb.types), to<Device>(hb.lengths), to<Device>(hb.labels)};
-    }
+    const batch_tensors<Device> t = to_device<Device>(hb);
+    return {t.ids, t.types, t.lengths, t.labels};
   }
 
   double metric_value(const classification_report& r) const {
@@ -388,6 +400,7 @@ class trainer {
   std::optional<double> best_;
   int evals_without_improvement_ = 0;
   double last_loss_ = 0;
+  std::unique_ptr<staging_ring<Device>> eval_ring_;  // evaluate()'s staging slots, kept between evaluations
 };
 
 }  // namespace loom::train
