@@ -11,6 +11,19 @@
 
 namespace loom_bert {
 
+/// For numeric flags: > 0 (`strict`) or >= 0. CLI11 2.1's PositiveNumber / NonNegativeNumber reject `--lr 0` with
+/// "Value 0 not in range 0.000000 to <a 309-digit number>.000000"; this says what is wrong.
+inline CLI::Validator sign_check(bool strict) {
+  return CLI::Validator(
+      [strict](std::string& s) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(s, v)) return "'" + s + "' is not a number";
+        if (strict ? v > 0 : v >= 0) return {};
+        return std::string(strict ? "must be positive" : "must not be negative") + ", got " + s;
+      },
+      strict ? "POSITIVE" : "NONNEGATIVE");
+}
+
 inline void register_train(CLI::App& app) {
   auto o = std::make_shared<loom::train::train_options>();
   CLI::App* sub = app.add_subcommand("train", "fine-tune a BERT classifier (HF Trainer-style flags)");
@@ -28,18 +41,18 @@ inline void register_train(CLI::App& app) {
   sub->add_option("--text-b-column", o->cols.text_b, "second text column of a pair");
   sub->add_option("--label-column", o->cols.label, "label column")->capture_default_str();
   sub->add_option("--epochs", o->epochs, "passes over the training data")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(sign_check(true));
   sub->add_option("--batch-size", o->batch, "sequences per micro-batch")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(sign_check(true));
   sub->add_option("--grad-accum", o->grad_accum, "micro-batches per optimizer step")->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--lr", o->lr, "peak learning rate")->capture_default_str()->check(CLI::PositiveNumber);
+      ->check(sign_check(true));
+  sub->add_option("--lr", o->lr, "peak learning rate")->capture_default_str()->check(sign_check(true));
   sub->add_option("--warmup-ratio", o->warmup_ratio, "fraction of steps of linear warmup")->capture_default_str()
       ->check(CLI::Range(0.0, 0.999));
   sub->add_option("--weight-decay", o->weight_decay, "AdamW weight decay (not on biases and LayerNorm)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(sign_check(false));
   sub->add_option("--max-grad-norm", o->max_grad_norm, "global gradient-norm clip (0: off)")->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(sign_check(false));
   sub->add_option("--schedule", o->schedule, "constant, linear or cosine")->capture_default_str()
       ->check(CLI::IsMember({"constant", "linear", "cosine"}));
   sub->add_option("--max-seq-len", o->max_seq_len, "tokens per example at most")->capture_default_str()
@@ -49,7 +62,7 @@ inline void register_train(CLI::App& app) {
   sub->add_option("--device", o->device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
   sub->add_option("--seed", o->seed, "seed of shuffling, dropout and initialisation")->capture_default_str();
   sub->add_option("--lora-r", o->lora_r, "LoRA rank (0: full fine-tuning)")->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(sign_check(false));
   sub->add_option("--lora-alpha", o->lora_alpha, "LoRA alpha")->capture_default_str();
   sub->add_option("--lora-dropout", o->lora_dropout, "LoRA dropout")->capture_default_str()->check(CLI::Range(0.0, 0.999));
   sub->add_option("--lora-targets", o->lora_targets, "comma-separated: query,key,value,attention.output.dense,...")
@@ -57,15 +70,15 @@ inline void register_train(CLI::App& app) {
   sub->add_flag("--recompute", o->recompute, "recompute each layer's activations in backward (less memory)");
   sub->add_option("--output", o->output, "folder for the model, checkpoints and metrics.jsonl")->required();
   sub->add_option("--resume", o->resume, "continue from a checkpoint (its folder, or an --output with 'latest')");
-  sub->add_option("--max-steps", o->max_steps, "stop after this many optimizer steps")->check(CLI::PositiveNumber);
+  sub->add_option("--max-steps", o->max_steps, "stop after this many optimizer steps")->check(sign_check(true));
   sub->add_option("--eval-every", o->eval_every, "evaluate every N steps (default: each epoch)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(sign_check(false));
   sub->add_option("--early-stopping", o->early_stopping, "stop after N evaluations without improvement")
-      ->check(CLI::NonNegativeNumber);
+      ->check(sign_check(false));
   sub->add_option("--metric", o->metric, "accuracy, macro_f1 or loss (for early stopping and the best model)")
       ->capture_default_str()->check(CLI::IsMember({"accuracy", "macro_f1", "loss"}));
   sub->add_option("--log-every", o->log_every, "steps between progress lines")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(sign_check(true));
   sub->callback([o] {
     if (o->device == "cpu") {
       LOOM_CHECK(o->precision == "fp32", "--device cpu trains in fp32; bf16/fp16 need --device cuda");
