@@ -24,6 +24,7 @@ struct bench_options {
   bool no_graph = false;
   bool train = false, recompute = false;
   int lora_r = 0;
+  float max_grad_norm = 0;
 };
 
 /// BERT-base and -large as hf_bert.py builds them (2 labels).
@@ -64,6 +65,7 @@ inline void run_bench(const bench_options& o) {
         t.steps = o.iters;
         t.recompute = o.recompute;
         t.lora_r = o.lora_r;
+        t.max_grad_norm = o.max_grad_norm;
         if (o.device == "cuda") bench_train_cuda(t);
         else bench_train_host(t);
       }
@@ -112,9 +114,12 @@ inline void register_bench(CLI::App& app) {
   sub->add_option("--precision", o->precision, "fp32, bf16 or fp16")->capture_default_str()
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   sub->add_flag("--no-graph", o->no_graph, "launch kernels one by one instead of replaying a CUDA graph");
-  sub->add_flag("--train", o->train, "time training steps (forward, backward, clipping, AdamW) instead of inference");
+  sub->add_flag("--train", o->train, "time training steps (forward, backward, AdamW) instead of inference");
   sub->add_flag("--recompute", o->recompute, "with --train: recompute activations in backward");
   sub->add_option("--lora-r", o->lora_r, "with --train: LoRA rank (0: full fine-tuning)");
+  sub->add_option("--max-grad-norm", o->max_grad_norm,
+                  "with --train: clip the global gradient norm every step (default 0: no clipping, as hf_bert.py)")
+      ->check(CLI::NonNegativeNumber);
   sub->callback([o] { run_bench(*o); });
 }
 

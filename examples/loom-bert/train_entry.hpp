@@ -11,7 +11,7 @@ namespace loom_bert {
 void train_host_fp32(const loom::train::train_options& o);
 void train_cuda(const loom::train::train_options& o);  // dispatches on o.precision
 
-/// A training-step benchmark: forward, backward, clipping and AdamW on full-length random batches.
+/// A training-step benchmark: forward, backward, (clipping,) AdamW on full-length random batches.
 struct train_bench_options {
   loom::io::bert_config config;
   std::string name, precision = "bf16", device = "cuda";
@@ -19,6 +19,7 @@ struct train_bench_options {
   int steps = 20;
   bool recompute = false;
   int lora_r = 0;
+  float max_grad_norm = 0;  ///< > 0: global-norm clipping in every step (hf_bert.py's step has none)
 };
 /// Prints one JSON line (kind "train", as ../shared/bench/hf_bert.py).
 void bench_train_host(const train_bench_options& o);

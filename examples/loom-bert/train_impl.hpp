@@ -53,7 +53,7 @@ void run_train_bench(const train_bench_options& o) {
   auto one_step = [&] {
     m.forward_loss(b, loom::bert::mode::training, 1, static_cast<std::uint64_t>(step));
     m.backward(b);
-    loom::optim::clip_grad_norm(opt, 1.0f);
+    if (o.max_grad_norm > 0) loom::optim::clip_grad_norm(opt, o.max_grad_norm);
     opt.step(2e-5);
     ++step;
   };
@@ -72,10 +72,11 @@ void run_train_bench(const train_bench_options& o) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.steps;
   const double tflops = loom::bert::training_flops(o.config, o.seq) * static_cast<double>(o.batch) / secs / 1e12;
   std::printf("{\"kind\": \"train\", \"impl\": \"loom\", \"model\": \"%s\", \"batch\": %lld, \"seq\": %lld, "
-              "\"dtype\": \"%s\", \"recompute\": %s, \"lora_r\": %d, \"step_ms\": %.3f, \"seq_per_s\": %.1f, "
+              "\"dtype\": \"%s\", \"recompute\": %s, \"lora_r\": %d, \"max_grad_norm\": %g, \"step_ms\": %.3f, "
+              "\"seq_per_s\": %.1f, "
               "\"tflops\": %.1f, \"mfu_h100\": %.3f, \"peak_gib\": %.3f, \"loss\": %.4f}\n",
               o.name.c_str(), static_cast<long long>(o.batch), static_cast<long long>(o.seq), o.precision.c_str(),
-              o.recompute ? "true" : "false", o.lora_r, secs * 1e3, static_cast<double>(o.batch) / secs, tflops,
+              o.recompute ? "true" : "false", o.lora_r, static_cast<double>(o.max_grad_norm), secs * 1e3, static_cast<double>(o.batch) / secs, tflops,
               tflops / 989.0, static_cast<double>(loom::get_memory_stats(dev).peak_bytes) / (1ull << 30),
               static_cast<double>(loom::to<loom::host>(m.loss())()));
   std::fflush(stdout);

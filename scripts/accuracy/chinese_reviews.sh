@@ -8,18 +8,21 @@ bert=$1 csv=$2 vocab=$3 out=$4 which=${5:-both}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 python3 "$here/prepare_chinese.py" "$csv" "$out/data"
-recipe=(--epochs 3 --batch-size 64 --lr 3e-4 --warmup-ratio 0.1 --weight-decay 0.01 --max-seq-len 128 --seed 42)
+recipe=(--epochs 3 --batch-size 64 --lr 3e-4 --warmup-ratio 0.1 --weight-decay 0.01 --max-seq-len 128)
+# SEEDS (default "42"): one run per seed, task and framework.
+for seed in ${SEEDS:-42}; do
 for task in ${TASKS:-sentiment category}; do
   if [ "$which" != hf ]; then
-    rm -rf "$out/loom-$task"
+    rm -rf "$out/loom-$task-$seed"
     "$bert" train --config "$here/small_chinese_bert.json" --vocab "$vocab" --train "$out/data/${task}_train.tsv" \
-      --dev "$out/data/${task}_dev.tsv" "${recipe[@]}" --device cuda --precision bf16 --log-every 1000 \
-      --output "$out/loom-$task" 2>&1 | grep -vE '^step ' || true
-    python3 -c "import json; e=[json.loads(l) for l in open('$out/loom-$task/metrics.jsonl') if '\"eval\"' in l]; print(json.dumps({'impl':'loom','task':'$task','dev_accuracy':e[-1]['accuracy'],'dev_macro_f1':e[-1]['macro_f1'],'per_epoch':[round(x['accuracy'],4) for x in e]}))"
+      --dev "$out/data/${task}_dev.tsv" "${recipe[@]}" --seed "$seed" --device cuda --precision bf16 --log-every 1000 \
+      --output "$out/loom-$task-$seed" 2>&1 | grep -vE '^step ' || true
+    python3 -c "import json; e=[json.loads(l) for l in open('$out/loom-$task-$seed/metrics.jsonl') if '\"eval\"' in l]; print(json.dumps({'impl':'loom','task':'$task','seed':$seed,'dev_accuracy':e[-1]['accuracy'],'dev_macro_f1':e[-1]['macro_f1'],'per_epoch':[round(x['accuracy'],4) for x in e]}))"
   fi
   if [ "$which" != loom ]; then
     python3 "$here/hf_trainer.py" --config "$here/small_chinese_bert.json" --vocab "$vocab" \
-      --train "$out/data/${task}_train.tsv" --dev "$out/data/${task}_dev.tsv" "${recipe[@]}" --bf16 \
-      --out "$out/hf-$task" 2>&1 | grep -E '^\{' | sed "s/^{/{\"task\": \"$task\", /" || true
+      --train "$out/data/${task}_train.tsv" --dev "$out/data/${task}_dev.tsv" "${recipe[@]}" --seed "$seed" --bf16 \
+      --out "$out/hf-$task-$seed" 2>&1 | grep -E '^\{' | sed "s/^{/{\"task\": \"$task\", \"seed\": $seed, /" || true
   fi
+done
 done

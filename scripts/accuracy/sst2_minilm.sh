@@ -3,19 +3,23 @@
 # SST-2 dev accuracy: fine-tune all-MiniLM-L6-v2 for 3 epochs with loom and with transformers' Trainer, same recipe.
 #   scripts/accuracy/sst2_minilm.sh LOOM_BERT MODEL_DIR SST2_DIR OUT_DIR [loom|hf|both]
 # MODEL_DIR: all-MiniLM-L6-v2 (scripts/get_minilm.sh), or its SST-2 vocabulary-pruned copy (prune_vocab.py).
+# SEEDS (default "42"): one run per seed and framework; the seed drives shuffling, dropout and the head's init.
 set -euo pipefail
 bert=$1 model=$2 data=$3 out=$4 which=${5:-both}
 here=$(cd "$(dirname "$0")" && pwd)
-recipe=(--epochs 3 --batch-size 32 --lr 5e-5 --warmup-ratio 0.06 --weight-decay 0.01 --max-seq-len 64 --seed 42)
+recipe=(--epochs 3 --batch-size 32 --lr 5e-5 --warmup-ratio 0.06 --weight-decay 0.01 --max-seq-len 64)
 mkdir -p "$out"
-if [ "$which" != hf ]; then
-  rm -rf "$out/loom"
-  time "$bert" train --model "$model" --train "$data/train.tsv" --dev "$data/dev.tsv" \
-    --text-column sentence --label-column label "${recipe[@]}" --device cuda --precision bf16 --log-every 500 \
-    --output "$out/loom" 2>&1 | grep -vE '^step ' || true
-  python3 -c "import json,sys; e=[json.loads(l) for l in open('$out/loom/metrics.jsonl') if '\"eval\"' in l]; print(json.dumps({'impl':'loom','dev_accuracy':e[-1]['accuracy'],'dev_macro_f1':e[-1]['macro_f1'],'per_epoch':[round(x['accuracy'],4) for x in e]}))"
-fi
-if [ "$which" != loom ]; then
-  python3 "$here/hf_trainer.py" --model "$model" --train "$data/train.tsv" --dev "$data/dev.tsv" \
-    --text-column sentence --label-column label "${recipe[@]}" --bf16 --out "$out/hf" 2>&1 | grep -E '^\{' || true
-fi
+for seed in ${SEEDS:-42}; do
+  if [ "$which" != hf ]; then
+    rm -rf "$out/loom-$seed"
+    "$bert" train --model "$model" --train "$data/train.tsv" --dev "$data/dev.tsv" \
+      --text-column sentence --label-column label "${recipe[@]}" --seed "$seed" --device cuda --precision bf16 \
+      --log-every 500 --output "$out/loom-$seed" 2>&1 | grep -vE '^step ' || true
+    python3 -c "import json,sys; e=[json.loads(l) for l in open('$out/loom-$seed/metrics.jsonl') if '\"eval\"' in l]; print(json.dumps({'impl':'loom','seed':$seed,'dev_accuracy':e[-1]['accuracy'],'dev_macro_f1':e[-1]['macro_f1'],'per_epoch':[round(x['accuracy'],4) for x in e]}))"
+  fi
+  if [ "$which" != loom ]; then
+    python3 "$here/hf_trainer.py" --model "$model" --train "$data/train.tsv" --dev "$data/dev.tsv" \
+      --text-column sentence --label-column label "${recipe[@]}" --seed "$seed" --bf16 --out "$out/hf-$seed" 2>&1 |
+      grep -E '^\{' | sed "s/^{/{\"seed\": $seed, /" || true
+  fi
+done

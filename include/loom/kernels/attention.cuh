@@ -224,18 +224,32 @@ LOOM_DEVICE LOOM_FORCEINLINE int clamp_length(const std::int32_t* lengths, int b
 }
 
 // Dropout keep bits of the 32 probabilities a thread holds in a warp's 16 x 64 tile, bit 4*nt + e for element e of
-// n-tile nt. The rows are queries (or keys, when KeyRows) from row0, the columns the other one from col0. A rolled
-// loop: unrolled, 32 inlined Philox instances would push the kernels past 255 registers.
+// n-tile nt. The rows are queries (or keys, when KeyRows) from row0, the columns the other one from col0 (both
+// even). Per n-tile a lane holds rows g and g + 8, columns 2t and 2t + 1: half of two 2 x 2 Philox blocks
+// (attention_dropout_block), whose other halves lane ^ 4 (row g ^ 1) holds. So the even lane draws the upper block,
+// the odd lane the lower one, and each hands the other the two words it needs: one Philox call per four elements.
+// A rolled loop: unrolled, eight inlined Philox instances cost more registers than the kernels can spare.
 template <bool KeyRows>
 LOOM_DEVICE LOOM_FORCEINLINE unsigned tile_keep_bits(const attention_problem& p, int b, int h, int row0, int col0,
                                                      int lane) {
-  const int g = lane >> 2, t = lane & 3;
+  const int g = lane >> 2, t = lane & 3, odd = g & 1;
+  const int row = row0 + g + 8 * odd;  // a row of the block this lane draws
+  // Word of (row parity, column parity) in a block: queries' parity picks the pair, keys' the word in it.
+  const auto word = [](int rp, int cp) { return static_cast<std::uint64_t>(KeyRows ? cp * 2 + rp : rp * 2 + cp); };
+  const auto keep = [&](std::uint32_t w) { return static_cast<unsigned>(word_to_uniform01(w) >= p.dropout.p); };
   unsigned bits = 0;
 #pragma unroll 1
-  for (int i = 0; i < 32; ++i) {
-    const int r = row0 + g + 8 * ((i & 3) >> 1), c = col0 + (i >> 2) * 8 + 2 * t + (i & 1);
-    const int q = KeyRows ? c : r, k = KeyRows ? r : c;
-    bits |= static_cast<unsigned>(attention_keep(p.dropout, b, h, q, k, p.heads, p.seq)) << i;
+  for (int nt = 0; nt < 8; ++nt) {
+    const int col = col0 + nt * 8 + 2 * t;
+    const int q = KeyRows ? col : row, k = KeyRows ? row : col;
+    const philox_words r =
+        philox4x32_10(attention_dropout_block(b, h, q, k, p.heads, p.seq), p.dropout.offset, p.dropout.seed);
+    const std::uint32_t mine0 = philox_word(r, word(odd, 0)), mine1 = philox_word(r, word(odd, 1));
+    const std::uint32_t got0 = __shfl_xor_sync(full_warp, philox_word(r, word(!odd, 0)), 4);
+    const std::uint32_t got1 = __shfl_xor_sync(full_warp, philox_word(r, word(!odd, 1)), 4);
+    const unsigned upper = keep(odd ? got0 : mine0) | keep(odd ? got1 : mine1) << 1;
+    const unsigned lower = keep(odd ? mine0 : got0) | keep(odd ? mine1 : got1) << 1;
+    bits |= (upper | lower << 2) << (4 * nt);
   }
   return bits;
 }

@@ -25,8 +25,8 @@
 namespace loom {
 
 /// Dropout on the attention probabilities (training), as HF's `attention_probs = dropout(softmax(scores))`:
-/// probability (b, h, q, k) is kept when `uniform01(seed, offset, ((b*heads + h)*S + q)*S + k) >= p` and then
-/// scaled by 1/(1-p). The draw depends only on that index, so the host and CUDA drop the same elements. p = 0
+/// probability (b, h, q, k) is kept when its uniform draw (detail::attention_keep: word (q%2)*2 + k%2 of Philox
+/// counter ((b*heads + h)*ceil(S/2) + q/2)*ceil(S/2) + k/2) is >= p, and then scaled by 1/(1-p). The draw depends only on that index, so the host and CUDA drop the same elements. p = 0
 /// (the default) is inference: no draws at all. Use a fresh (seed, offset) per layer and step, and pass the same
 /// one to attention_backward.
 struct attention_dropout {
@@ -52,16 +52,25 @@ struct attention_problem {
   bool accumulate = false;       // backward: dqkv += gradient instead of dqkv = gradient
 };
 
-/// The Philox counter of probability (b, h, q, k): unique per element of the [B, heads, S, S] probability tensor.
-LOOM_HOST_DEVICE LOOM_FORCEINLINE std::uint64_t attention_dropout_index(int b, int h, int q, int k, int heads,
+/// The Philox counter of probability (b, h, q, k): one per 2 x 2 block {q, q^1} x {k, k^1} of the [B, heads, S, S]
+/// probability tensor, whose four words are the block's four draws (attention_dropout_word). A tensor-core thread
+/// holds two adjacent columns of two rows, so it needs half of a block's words, and the thread beside it holds the
+/// other half: two threads share each Philox call (attention.cuh, tile_keep_bits), a quarter of one call per
+/// element, whichever of queries or keys are the rows of the tile.
+LOOM_HOST_DEVICE LOOM_FORCEINLINE std::uint64_t attention_dropout_block(int b, int h, int q, int k, int heads,
                                                                         int seq) {
-  return ((static_cast<std::uint64_t>(b) * heads + h) * seq + q) * seq + k;
+  const auto half = static_cast<std::uint64_t>((seq + 1) / 2);
+  return ((static_cast<std::uint64_t>(b) * heads + h) * half + static_cast<std::uint64_t>(q >> 1)) * half +
+         static_cast<std::uint64_t>(k >> 1);
 }
+/// Which word of its block's Philox result probability (b, h, q, k) draws.
+LOOM_HOST_DEVICE LOOM_FORCEINLINE int attention_dropout_word(int q, int k) { return (q & 1) * 2 + (k & 1); }
 
 /// True when probability (b, h, q, k) survives dropout (the same float comparison on host and device).
 LOOM_HOST_DEVICE LOOM_FORCEINLINE bool attention_keep(const attention_dropout& d, int b, int h, int q, int k,
                                                       int heads, int seq) {
-  return uniform01(d.seed, d.offset, attention_dropout_index(b, h, q, k, heads, seq)) >= d.p;
+  const philox_words r = philox4x32_10(attention_dropout_block(b, h, q, k, heads, seq), d.offset, d.seed);
+  return word_to_uniform01(philox_word(r, static_cast<std::uint64_t>(attention_dropout_word(q, k)))) >= d.p;
 }
 
 #if LOOM_HAS_CUDA_RUNTIME

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "../config.hpp"
 #include "../tensor/tensor.hpp"
@@ -20,16 +21,44 @@
 
 namespace loom {
 
+namespace detail {
+// One planned GEMM on a's device. Returns false only for gemm_epilogue::bias_grad on CUDA when cuBLASLt has no fused
+// algorithm for it; then nothing ran.
+template <floating T, device_tag Device>
+bool run_matmul(const tensor<T, Device>& a, const tensor<T, Device>& b, const tensor<T, Device>& c,
+                const gemm_options& opts, const T* bias) {
+  const bool wants_bias = opts.epilogue != gemm_epilogue::none;
+  LOOM_CHECK(wants_bias == (bias != nullptr), wants_bias ? "matmul: this epilogue needs a bias pointer"
+                                                         : "matmul: a bias was given but the epilogue is none");
+  const gemm_plan plan = make_gemm_plan(a, b, c, opts, wants_bias);
+  if constexpr (std::is_same_v<Device, host>) {
+    host_matmul<T>(plan, opts, bias);
+    return true;
+  } else {
+    static_assert(!std::is_same_v<T, double>, "matmul on CUDA supports float, bf16 and f16 (double: host only)");
+#if LOOM_HAS_CUDA_RUNTIME
+    LOOM_CHECK(a.device_index() == c.device_index() && b.device_index() == c.device_index(),
+               "matmul: a, b and c are on different devices (" + std::to_string(a.device_index()) + ", " +
+                   std::to_string(b.device_index()) + ", " + std::to_string(c.device_index()) + ")");
+    return cublaslt_matmul<T>(plan, opts, bias, c.device_index());
+#else
+    return true;
+#endif
+  }
+}
+}  // namespace detail
+
 /// c = epilogue(alpha * op(a) * op(b) + beta * c + bias), all row-major tensors on one device.
 ///
 /// Shapes: a [m, k], b [k, n], c [m, n]; or stacks [batch, m, k] x [batch, k, n] -> [batch, m, n], where a or b
 /// may also be a single matrix (or have batch 1) shared by every entry. With `transpose_a`, a is [k, m] (likewise
 /// b). Any view with a unit stride in one of its last two dimensions works without a copy (transposed views,
 /// column slices); anything else throws. `bias` (length n, contiguous, on the tensors' device) is required by the
-/// bias epilogues and refused otherwise. T: float, bf16, f16, and double on the host. 16-bit types accumulate in
-/// fp32. On CUDA the call is enqueued on loom::current_stream() and returns at once; the first call of a thread
-/// for a given problem (types, shapes, strides, transposes, epilogue, alignment) builds the cuBLASLt descriptors
-/// and asks the heuristic for an algorithm, later calls reuse them (gemm_cublaslt.hpp).
+/// bias epilogues and refused otherwise; gemm_epilogue::bias_grad writes it instead (length m; tensor overload
+/// only). T: float, bf16, f16, and double on the host. 16-bit types accumulate in fp32. On CUDA the call is
+/// enqueued on loom::current_stream() and returns at once; the first call of a thread for a given problem (types,
+/// shapes, strides, transposes, epilogue, alignment) builds the cuBLASLt descriptors and asks the heuristic for an
+/// algorithm, later calls reuse them (gemm_cublaslt.hpp).
 /// \tparam T element type \tparam Device loom::host or loom::cuda
 ///
 /// ```cpp
@@ -40,32 +69,37 @@ namespace loom {
 template <floating T, device_tag Device>
 void matmul(const tensor<T, Device>& a, const tensor<T, Device>& b, const tensor<T, Device>& c,
             const gemm_options& opts = {}, const T* bias = nullptr) {
-  const bool wants_bias = opts.epilogue != gemm_epilogue::none;
-  LOOM_CHECK(wants_bias == (bias != nullptr), wants_bias ? "matmul: this epilogue needs a bias pointer"
-                                                         : "matmul: a bias was given but the epilogue is none");
-  const detail::gemm_plan plan = detail::make_gemm_plan(a, b, c, opts, wants_bias);
-  if constexpr (std::is_same_v<Device, host>) {
-    detail::host_matmul<T>(plan, opts, bias);
-  } else {
-    static_assert(!std::is_same_v<T, double>, "matmul on CUDA supports float, bf16 and f16 (double: host only)");
-#if LOOM_HAS_CUDA_RUNTIME
-    LOOM_CHECK(a.device_index() == c.device_index() && b.device_index() == c.device_index(),
-               "matmul: a, b and c are on different devices (" + std::to_string(a.device_index()) + ", " +
-                   std::to_string(b.device_index()) + ", " + std::to_string(c.device_index()) + ")");
-    detail::cublaslt_matmul<T>(plan, opts, bias, c.device_index());
-#endif
-  }
+  LOOM_CHECK(opts.epilogue != gemm_epilogue::bias_grad,
+             "matmul: pass the bias_grad epilogue's output as a tensor (the overload taking `const tensor& bias`)");
+  detail::run_matmul(a, b, c, opts, bias);
 }
 
-/// Same as above with the bias as a tensor of shape [n].
+/// Same as above with the bias as a tensor: of shape [n], or [m] for gemm_epilogue::bias_grad (which writes it).
 template <floating T, device_tag Device>
 void matmul(const tensor<T, Device>& a, const tensor<T, Device>& b, const tensor<T, Device>& c,
             const gemm_options& opts, const tensor<T, Device>& bias) {
-  const index_t n = c.rank() >= 2 ? c.extent(-1) : -1;
+  const bool grad = opts.epilogue == gemm_epilogue::bias_grad;
+  const index_t n = c.rank() >= 2 ? c.extent(grad ? -2 : -1) : -1;
   LOOM_CHECK(bias.rank() == 1 && bias.extent(0) == n && (bias.strides()[0] == 1 || n <= 1),
              "matmul: bias must be a contiguous [" + std::to_string(n) + "] vector for c " + c.extents().str() +
                  ", got " + bias.extents().str() + " with strides " + bias.strides().str());
-  matmul(a, b, c, opts, bias.data());
+  if (detail::run_matmul(a, b, c, opts, bias.data())) return;
+#if LOOM_HAS_CUDA_RUNTIME
+  if constexpr (!std::is_same_v<Device, host>) {
+    // bias_grad with no fused cuBLASLt algorithm (odd sizes or alignments): the product, then the row sums of
+    // op(a) as the [1, k] x op(a)^T product with a ones vector.
+    gemm_options plain = opts;
+    plain.epilogue = gemm_epilogue::none;
+    detail::run_matmul(a, b, c, plain, static_cast<const T*>(nullptr));
+    const index_t k = opts.transpose_a ? a.extent(0) : a.extent(1);
+    const std::vector<T> ones_h(static_cast<std::size_t>(k), T(1.0f));
+    const tensor<T, Device> ones({1, k});
+    // From pageable memory: staged before the call returns, so ones_h may go right after.
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(ones.data(), ones_h.data(), ones_h.size() * sizeof(T), cudaMemcpyHostToDevice,
+                                    current_stream()));
+    matmul(ones, a, bias.reshape({1, n}), {.transpose_b = !opts.transpose_a});
+  }
+#endif
 }
 
 /// Returns op(a) * op(b) (+ bias epilogue) in a new contiguous tensor (beta is ignored: there is no c to add).

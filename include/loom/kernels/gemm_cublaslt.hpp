@@ -80,6 +80,7 @@ struct lt_plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t x = nullptr, y = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  bool supported = true;  // false: the heuristic had no algorithm (kept, so it is asked once per key)
   lt_plan() = default;
   lt_plan(const lt_plan&) = delete;
   lt_plan& operator=(const lt_plan&) = delete;
@@ -155,6 +156,7 @@ inline cublasLtEpilogue_t lt_epilogue(gemm_epilogue e) {
     case gemm_epilogue::bias: return CUBLASLT_EPILOGUE_BIAS;
     case gemm_epilogue::bias_gelu: return CUBLASLT_EPILOGUE_BIAS;  // + loom's erf-GELU pass
     case gemm_epilogue::bias_gelu_tanh: return CUBLASLT_EPILOGUE_GELU_BIAS;
+    case gemm_epilogue::bias_grad: return CUBLASLT_EPILOGUE_BGRADB;  // Y = op(a)^T is cuBLASLt's B
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
@@ -212,6 +214,10 @@ std::unique_ptr<lt_plan> make_lt_plan(cublasLtHandle_t handle, const lt_key& key
                                                           pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   LOOM_CUBLAS_CHECK(s);
+  if (found == 0 && static_cast<gemm_epilogue>(key.epilogue) == gemm_epilogue::bias_grad) {
+    plan->supported = false;  // the caller computes the bias gradient separately
+    return plan;
+  }
   LOOM_CHECK(found > 0, "matmul: cuBLASLt has no algorithm for this GEMM (m=" + std::to_string(p.m) +
                             " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) + " batch=" +
                             std::to_string(p.batch) + ", alignments " + std::to_string(key.align_x) + "/" +
@@ -221,10 +227,11 @@ std::unique_ptr<lt_plan> make_lt_plan(cublasLtHandle_t handle, const lt_key& key
 }
 
 /// Runs a planned GEMM on loom::current_stream(): one cublasLtMatmul (strided-batched when batch > 1), plus the
-/// erf-GELU pass for gemm_epilogue::bias_gelu.
+/// erf-GELU pass for gemm_epilogue::bias_gelu. Returns false, having run nothing, only for gemm_epilogue::bias_grad
+/// when cuBLASLt has no BGRADB algorithm for the problem (odd sizes or alignments): the caller splits it then.
 template <class T>
-void cublaslt_matmul(const gemm_plan& p, const gemm_options& o, const T* bias, int tensor_device) {
-  if (p.m == 0 || p.n == 0 || p.batch == 0) return;
+bool cublaslt_matmul(const gemm_plan& p, const gemm_options& o, const T* bias, int tensor_device) {
+  if (p.m == 0 || p.n == 0 || p.batch == 0) return o.epilogue != gemm_epilogue::bias_grad;
   LOOM_CHECK(p.k > 0, "matmul: k = 0 is not supported on CUDA (c would only be scaled by beta)");
   int device = 0;
   LOOM_CUDA_CHECK(cudaGetDevice(&device));
@@ -252,6 +259,7 @@ void cublaslt_matmul(const gemm_plan& p, const gemm_options& o, const T* bias, i
   auto& slot = ctx.plans()[key];
   if (!slot) slot = make_lt_plan<T>(ctx.handle(), key, p, bias);
   const lt_plan& plan = *slot;
+  if (!plan.supported) return false;
   if (bias)
     LOOM_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
@@ -262,6 +270,7 @@ void cublaslt_matmul(const gemm_plan& p, const gemm_options& o, const T* bias, i
                                    plan.d, d, plan.d, &plan.algo, ctx.workspace(stream), cublaslt_workspace_bytes,
                                    stream));
   if (gelu) gelu(d, p.m, p.n, p.d.ld, p.batch, p.d.batch_stride, stream);
+  return true;
 }
 
 }  // namespace detail

@@ -28,7 +28,7 @@ inline float gelu_tanh(float x) {
 // D(i, j) = epilogue(D(i, j) + bias[i]) on a column-major buffer (bias runs along D's rows).
 template <class C, class B>
 void host_apply_epilogue(C* d, index_t m, index_t n, index_t ld, gemm_epilogue e, const B* bias) {
-  if (e == gemm_epilogue::none) return;
+  if (e == gemm_epilogue::none || e == gemm_epilogue::bias_grad) return;
   for (index_t j = 0; j < n; ++j) {
     C* col = d + j * ld;
     for (index_t i = 0; i < m; ++i) {
@@ -97,6 +97,18 @@ blas_operand widen(const T* p, const blas_operand& o, std::vector<float>& buf) {
   return w;
 }
 
+// gemm_epilogue::bias_grad: bias[j] = sum_k op(Y)[k, j] (Y = op(a)^T of the row-major problem, so j runs over c's
+// rows), accumulated in Acc and rounded once.
+template <class Acc, class T>
+void host_bias_grad(const gemm_plan& p, T* bias) {
+  const T* y = static_cast<const T*>(p.y.data);
+  for (index_t j = 0; j < p.n; ++j) {
+    Acc s = 0;
+    for (index_t kk = 0; kk < p.k; ++kk) s += convert<Acc>(op_at(y, p.y, kk, j));
+    bias[j] = convert<T>(static_cast<compute_t<T>>(s));
+  }
+}
+
 template <class T>
 void host_matmul(const gemm_plan& p, const gemm_options& o, const T* bias) {
   if (p.m == 0 || p.n == 0) return;
@@ -136,6 +148,7 @@ void host_matmul(const gemm_plan& p, const gemm_options& o, const T* bias) {
         for (index_t i = 0; i < p.m; ++i) d[i + j * p.d.ld] = T(dbuf[i + j * p.m]);
     }
   }
+  if (o.epilogue == gemm_epilogue::bias_grad) host_bias_grad<acc_t>(p, const_cast<T*>(bias));
 }
 
 }  // namespace loom::detail

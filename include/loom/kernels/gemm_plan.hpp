@@ -19,7 +19,12 @@ enum class gemm_epilogue : std::uint8_t {
   none,           ///< nothing
   bias,           ///< + bias[j] (one value per column of c)
   bias_gelu,      ///< gelu(x + bias[j]) with the exact (erf) GELU, as PyTorch's default and BERT use
-  bias_gelu_tanh  ///< gelu(x + bias[j]) with the tanh approximation; on CUDA fused entirely into cuBLASLt
+  bias_gelu_tanh, ///< gelu(x + bias[j]) with the tanh approximation; on CUDA fused entirely into cuBLASLt
+  /// c is stored unchanged and bias (length m, one value per row of c) is *written* (not accumulated, whatever
+  /// beta): bias[i] = sum_k op(a)[i, k]. For a weight gradient dW = dy^T x (a = dy, transpose_a) that is the bias
+  /// gradient, the column sums of dy, from the same read of dy (cuBLASLt's BGRADB epilogue on CUDA). Rank-2
+  /// operands and alpha = 1 only.
+  bias_grad
 };
 
 /// Options of `matmul`, with the semantics of cuBLAS: c = alpha * op(a) * op(b) + beta * c.
@@ -99,6 +104,9 @@ gemm_plan make_gemm_plan(const tensor<T, Device>& a, const tensor<T, Device>& b,
              "matmul: a and b must be [m, k] / [k, n] matrices or [batch, m, k] / [batch, k, n] stacks; got " +
                  shapes());
   const int rank = std::max(a.rank(), b.rank());
+  LOOM_CHECK(o.epilogue != gemm_epilogue::bias_grad || (rank == 2 && o.alpha == 1.0),
+             "matmul: the bias_grad epilogue takes [m, k] x [k, n] matrices (not stacks) and alpha = 1; got " +
+                 shapes());
   LOOM_CHECK(c.rank() == rank, "matmul: c must have rank " + std::to_string(rank) + " for " + shapes());
 
   const int ra = a.rank(), rb = b.rank();

@@ -9,10 +9,28 @@
 #include <vector>
 
 #include "../config.hpp"
-#include "detail/rows.hpp"  // defines: stat_t, grad_mode, detail::row_view
+#include "../tensor/random.hpp"  // defines: uniform01, uniform01x4
+#include "detail/rows.hpp"       // defines: stat_t, grad_mode, detail::row_view
 
 namespace loom {
+
+/// Dropout on add_layer_norm_forward's b before the add: BERT's LN(x + dropout(sublayer(x))) without a dropout
+/// pass of its own. Element j of row r of b (n per row) is kept when uniform01(seed, offset, r * n + j) >= float(p)
+/// and is then multiplied by 1 / (1 - p) in T's compute type and rounded to T: bit for bit what
+/// `assign(b, where(uniform<float>(seed, offset) >= p, b * (1.0 / (1.0 - p)), 0.0))` stores in a contiguous b
+/// before an unfused add_layer_norm_forward. p = 0: no dropout.
+struct residual_dropout {
+  double p = 0.0;
+  std::uint64_t seed = 0, offset = 0;
+};
+
 namespace detail {
+
+/// One element of b through residual_dropout: kept (u >= threshold) and scaled, or 0, rounded to T.
+template <class T, class S>
+LOOM_HOST_DEVICE LOOM_FORCEINLINE S drop_residual(S v, float u, float threshold, compute_t<T> scale) {
+  return convert<S>(convert<T>(u >= threshold ? static_cast<compute_t<T>>(v) * scale : compute_t<T>(0)));
+}
 
 // ---- host implementation --------------------------------------------------------------------------------------
 
@@ -37,16 +55,24 @@ void host_normalize_row(const std::vector<stat_t<T>>& s, const T* gamma, const T
 /// Host forward; `b` absent (data == nullptr) for the plain LayerNorm.
 template <class T>
 void host_layer_norm_forward(const row_view<T>& a, const row_view<T>& b, const T* gamma, const T* beta, double eps,
-                             const row_view<T>& sum_out, const row_view<T>& y, stat_t<T>* mean, stat_t<T>* rstd) {
+                             const row_view<T>& sum_out, const row_view<T>& y, stat_t<T>* mean, stat_t<T>* rstd,
+                             const residual_dropout& drop) {
   using S = stat_t<T>;
+  const float threshold = static_cast<float>(drop.p);
+  const auto scale = static_cast<compute_t<T>>(1.0 / (1.0 - drop.p));
   std::vector<S> s(static_cast<std::size_t>(a.n));
   for (index_t r = 0; r < a.rows; ++r) {
     const T* ar = a.row(r);
     if (b.data) {
       const T* br = b.row(r);
       // The sum is stored as T before it is normalised, exactly as torch's unfused `LN(x + h)` sees it.
-      for (index_t j = 0; j < a.n; ++j)
-        s[j] = convert<S>(convert<T>(static_cast<compute_t<T>>(convert<S>(ar[j]) + convert<S>(br[j]))));
+      for (index_t j = 0; j < a.n; ++j) {
+        S w = convert<S>(br[j]);
+        if (drop.p > 0)
+          w = drop_residual<T>(w, uniform01(drop.seed, drop.offset, static_cast<std::uint64_t>(r * a.n + j)),
+                               threshold, scale);
+        s[j] = convert<S>(convert<T>(static_cast<compute_t<T>>(convert<S>(ar[j]) + w)));
+      }
     } else {
       for (index_t j = 0; j < a.n; ++j) s[j] = convert<S>(ar[j]);
     }
@@ -121,9 +147,12 @@ S* stat_ptr(const char* op, const char* what, const tensor<S, D>& t, index_t row
 template <class T, class D>
 void layer_norm_forward_impl(const char* op, const tensor<T, D>& a, const tensor<T, D>* b, const tensor<T, D>& gamma,
                              const tensor<T, D>& beta, double eps, const tensor<T, D>& sum_out, const tensor<T, D>& y,
-                             const tensor<stat_t<T>, D>& mean, const tensor<stat_t<T>, D>& rstd) {
+                             const tensor<stat_t<T>, D>& mean, const tensor<stat_t<T>, D>& rstd,
+                             const residual_dropout& drop = {}) {
   LOOM_CHECK(eps >= 0 && std::isfinite(eps),
              std::string(op) + ": eps must be finite and >= 0, got " + std::to_string(eps));
+  LOOM_CHECK(drop.p >= 0 && drop.p < 1, std::string(op) + ": dropout probability must be in [0, 1), got " +
+                                            std::to_string(drop.p));
   const row_view<T> av = rows_of(a, op, b ? "a" : "x");
   row_view<T> bv, sv;
   if (b) {
@@ -145,11 +174,11 @@ void layer_norm_forward_impl(const char* op, const tensor<T, D>& a, const tensor
   if (b) check_same_device<D>(op, a.device_index(), *b);
   if (av.rows == 0 || av.n == 0) return;
   if constexpr (std::is_same_v<D, host>) {
-    host_layer_norm_forward<T>(av, bv, gamma.data(), beta.data(), eps, sv, yv, mp, rp);
+    host_layer_norm_forward<T>(av, bv, gamma.data(), beta.data(), eps, sv, yv, mp, rp, drop);
   } else {
     static_assert(!std::is_same_v<T, double>, "layer norm on CUDA supports float, bf16 and f16 (double: host only)");
 #if LOOM_CUDA_COMPILER
-    cuda_layer_norm_forward<T>(av, bv, gamma.data(), beta.data(), static_cast<float>(eps), sv, yv, mp, rp);
+    cuda_layer_norm_forward<T>(av, bv, gamma.data(), beta.data(), static_cast<float>(eps), sv, yv, mp, rp, drop);
 #else
     static_assert(dependent_false<T>, "loom's row kernels on CUDA need an nvcc-compiled translation unit");
 #endif
@@ -181,8 +210,9 @@ void layer_norm_forward(const tensor<T, D>& x, const tensor<T, D>& gamma, const 
 }
 
 /// s = a + b (rounded to T, written to `sum_out` when given) and y = LayerNorm(s): BERT's post-LN
-/// `LN(x + sublayer(x))` in one pass. The backward pass needs s: pass `sum_out` when training and give it to
-/// layer_norm_backward as x. sum_out may alias a (the residual stream updated in place); y may alias a or b.
+/// `LN(x + sublayer(x))` in one pass, with `dropout` applied to b first when given (residual_dropout: b itself is
+/// not changed). The backward pass needs s: pass `sum_out` when training and give it to layer_norm_backward as x.
+/// sum_out may alias a (the residual stream updated in place); y may alias a or b.
 /// \tparam T float, bf16, f16 (double: host only)
 ///
 /// ```cpp
@@ -192,8 +222,10 @@ void layer_norm_forward(const tensor<T, D>& x, const tensor<T, D>& gamma, const 
 template <floating T, device_tag D>
 void add_layer_norm_forward(const tensor<T, D>& a, const tensor<T, D>& b, const tensor<T, D>& gamma,
                             const tensor<T, D>& beta, double eps, const tensor<T, D>& sum_out, const tensor<T, D>& y,
-                            const tensor<stat_t<T>, D>& mean = {}, const tensor<stat_t<T>, D>& rstd = {}) {
-  detail::layer_norm_forward_impl<T, D>("add_layer_norm_forward", a, &b, gamma, beta, eps, sum_out, y, mean, rstd);
+                            const tensor<stat_t<T>, D>& mean = {}, const tensor<stat_t<T>, D>& rstd = {},
+                            const residual_dropout& dropout = {}) {
+  detail::layer_norm_forward_impl<T, D>("add_layer_norm_forward", a, &b, gamma, beta, eps, sum_out, y, mean, rstd,
+                                        dropout);
 }
 
 /// Bytes of scratch layer_norm_backward needs on device D for `rows` rows of `n` (0 on the host). Allocate it once

@@ -325,6 +325,49 @@ TEMPLATE_LIST_TEST_CASE("matmul bias, bias+gelu (erf) and bias+gelu (tanh) epilo
       }
 }
 
+TEMPLATE_LIST_TEST_CASE("matmul bias_grad epilogue: dW = dy^T x and db = column sums of dy", "[gemm]", gemm_types) {
+  using T = TestType;
+  // {rows of dy (k), outputs (m), inputs (n)}: BERT-like multiples of 8 (cuBLASLt's fused BGRADB) and odd sizes
+  // (no fused algorithm: matmul splits the work), with dy given as [k, m] (transpose_a) or as an [m, k] view.
+  const index_t sizes[][3] = {{256, 96, 64}, {512, 64, 192}, {7, 37, 101}, {33, 2, 64}, {1, 8, 8}};
+  std::uint32_t seed = 350;
+  for (const auto& sz : sizes)
+    for (bool ta : {true, false})
+      for (double beta : {0.0, 0.5}) {
+        const index_t k = sz[0], m = sz[1], n = sz[2];
+        INFO(type_name<T>() << " k=" << k << " m=" << m << " n=" << n << " ta=" << ta << " beta=" << beta);
+        std::mt19937 rng(seed++);
+        const auto hdy = random_tensor<T>(ta ? loom::shape{k, m} : loom::shape{m, k}, rng);
+        const auto hx = random_tensor<T>({k, n}, rng);
+        const auto hc = random_tensor<T>({m, n}, rng);
+        tensor<T, host> hbias({m});
+        for (index_t i = 0; i < m; ++i) hbias.data()[i] = loom::convert<T>(std::numeric_limits<float>::quiet_NaN());
+        const auto dy = to_device(hdy), x = to_device(hx), c = to_device(hc), bias = to_device(hbias);
+        loom::matmul(dy, x, c, {.transpose_a = ta, .beta = beta, .epilogue = gemm_epilogue::bias_grad}, bias);
+        const auto out = to_host(c), db = to_host(bias);
+        double num = 0, den = 0, bnum = 0, bden = 0;
+        for (index_t i = 0; i < m; ++i) {
+          double col = 0;
+          for (index_t p = 0; p < k; ++p) col += value(hdy, 0, ta ? p : i, ta ? i : p);
+          const double got = loom::convert<double>(db.data()[i]);
+          bnum += (got - col) * (got - col);
+          bden += col * col;
+          for (index_t j = 0; j < n; ++j) {
+            double s = beta * value(hc, 0, i, j);
+            for (index_t p = 0; p < k; ++p) s += value(hdy, 0, ta ? p : i, ta ? i : p) * value(hx, 0, p, j);
+            const double v = value(out, 0, i, j);
+            num += (v - s) * (v - s);
+            den += s * s;
+          }
+        }
+        const double err = std::sqrt(num / den), berr = std::sqrt(bnum / bden);
+        INFO("dW relative error " << err << ", db relative error " << berr);
+        CHECK(std::isfinite(berr));
+        CHECK(err <= tolerance<T>(false));
+        CHECK(berr <= tolerance<T>(false));
+      }
+}
+
 TEMPLATE_LIST_TEST_CASE("matmul on batches, with a shared (broadcast) operand", "[gemm]", gemm_types) {
   std::uint32_t seed = 400;
   struct variant {
@@ -416,6 +459,15 @@ TEST_CASE("matmul rejects bad shapes and layouts with a clear message", "[gemm]"
 
   msg = error_of([&] { loom::matmul(a, b57, c, {.transpose_a = true}); });
   CHECK(contains(msg, "a [4, 5] (transposed)"));
+
+  // bias_grad: only the tensor overload (which can fall back), a bias with c's row count, no stacks.
+  const gemm_options grad{.transpose_a = true, .epilogue = gemm_epilogue::bias_grad};
+  msg = error_of([&] { loom::matmul(dev({5, 4}), b57, c, grad, dev({7})); });
+  CHECK(contains(msg, "contiguous [4] vector"));
+  msg = error_of([&] { loom::matmul(dev({5, 4}), b57, c, grad, dev({4}).data()); });
+  CHECK(contains(msg, "as a tensor"));
+  msg = error_of([&] { loom::matmul(dev({2, 5, 4}), b57, dev({2, 4, 7}), grad, dev({4})); });
+  CHECK(contains(msg, "not stacks"));
 
   msg = error_of([&] { loom::matmul(dev({5}), b57, c); });
   CHECK(contains(msg, "matrices or [batch, m, k]"));

@@ -570,10 +570,10 @@ class model {
                                attention_dropout_for(l));
     matmul(a.ctx, w.attn_out_w, a.attn_out, {.transpose_b = true, .epilogue = gemm_epilogue::bias}, w.attn_out_b);
     lora_add(l, 3, a.ctx, a.attn_out, a);
-    if (train) dropout_inplace(a.attn_out, dropout_stream(l + 1, 1), cfg_.hidden_dropout_prob);
+    // The hidden dropout of attn_out (and of ffn_out below) happens inside the residual LayerNorm.
     add_layer_norm_forward(a.input, a.attn_out, w.ln1_g, w.ln1_b, eps, train ? a.sum1 : tensor<T, Device>{},
                                     a.h1, train ? a.mean1 : tensor<float, Device>{},
-                                    train ? a.rstd1 : tensor<float, Device>{});
+                                    train ? a.rstd1 : tensor<float, Device>{}, residual_dropout_for(l, 1));
     // Feed-forward: GELU kept apart from the GEMM in training (its input is needed for the backward) and when an
     // adapter must add in before it.
     const bool inter_adapted = lora_ && lora_on_[4];
@@ -587,37 +587,36 @@ class model {
     }
     matmul(a.inter, w.out_w, a.ffn_out, {.transpose_b = true, .epilogue = gemm_epilogue::bias}, w.out_b);
     lora_add(l, 5, a.inter, a.ffn_out, a);
-    if (train) dropout_inplace(a.ffn_out, dropout_stream(l + 1, 2), cfg_.hidden_dropout_prob);
     add_layer_norm_forward(a.h1, a.ffn_out, w.ln2_g, w.ln2_b, eps, train ? a.sum2 : tensor<T, Device>{}, a.out,
-                                    train ? a.mean2 : tensor<float, Device>{}, train ? a.rstd2 : tensor<float, Device>{});
+                                    train ? a.mean2 : tensor<float, Device>{}, train ? a.rstd2 : tensor<float, Device>{},
+                                    residual_dropout_for(l, 2));
   }
 
   // dx_ holds d(out) on entry and d(input) on exit (unless !need_dx: the layer below needs no gradient).
   void layer_backward(const layer_params<T, Device>& w, const layer_params<T, Device>& dw, const layer_acts<T, Device>& a,
                       const tensor<std::int32_t, Device>& lengths, int l, grad_mode gm, bool need_dx) {
     const index_t H = cfg_.hidden_size;
-    // out = LN2(h1 + ffn_out)
-    layer_norm_backward(dx_, a.sum2, w.ln2_g, a.mean2, a.rstd2, dsum_, dw.ln2_g, dw.ln2_b, gm,
+    // out = LN2(h1 + ffn_out): d h1 gets the residual share now and the FFN share below; d ffn_out is the
+    // residual share through the dropout mask.
+    layer_norm_backward(dx_, a.sum2, w.ln2_g, a.mean2, a.rstd2, dh1_, dw.ln2_g, dw.ln2_b, gm,
                                  grad_mode::overwrite, ln_workspace_);
-    // d h1 gets the residual share now and the FFN share below.
-    assign(dh1_, dsum_);
-    if (cfg_.hidden_dropout_prob > 0) dropout_inplace(dsum_, dropout_stream(l + 1, 2), cfg_.hidden_dropout_prob);
+    const tensor<T, Device> dffn = dropout_grad(dh1_, dropout_stream(l + 1, 2));
     // ffn_out = inter W_out^T + b_out (+ adapter)
-    linear_backward(dsum_, a.inter, w.out_w, dw.out_w, dw.out_b, dinter_, gm);
-    lora_grad(l, 5, dsum_, a.inter, dinter_, a, gm);
+    linear_backward(dffn, a.inter, w.out_w, dw.out_w, dw.out_b, dinter_, gm);
+    lora_grad(l, 5, dffn, a.inter, dinter_, a, gm);
     // inter = gelu(inter_pre): one fused pass for the derivative.
     dinter_ = autograd::backprop<0>(gelu(autograd::variable<0>(a.inter_pre)), dinter_);
     // inter_pre = h1 W_inter^T + b_inter (+ adapter); its input gradient adds into d h1.
     linear_backward(dinter_, a.h1, w.inter_w, dw.inter_w, dw.inter_b, dh1_, gm, grad_mode::accumulate);
     lora_grad(l, 4, dinter_, a.h1, dh1_, a, gm);
-    // h1 = LN1(input + attn_out)
-    layer_norm_backward(dh1_, a.sum1, w.ln1_g, a.mean1, a.rstd1, dsum_, dw.ln1_g, dw.ln1_b, gm,
+    // h1 = LN1(input + attn_out): the residual share of d input (kept in dx_ when the layer below needs it).
+    const tensor<T, Device>& dsum1 = need_dx ? dx_ : dsum_;
+    layer_norm_backward(dh1_, a.sum1, w.ln1_g, a.mean1, a.rstd1, dsum1, dw.ln1_g, dw.ln1_b, gm,
                                  grad_mode::overwrite, ln_workspace_);
-    if (need_dx) assign(dx_, dsum_);  // residual share of d input
-    if (cfg_.hidden_dropout_prob > 0) dropout_inplace(dsum_, dropout_stream(l + 1, 1), cfg_.hidden_dropout_prob);
+    const tensor<T, Device> dattn = dropout_grad(dsum1, dropout_stream(l + 1, 1));
     // attn_out = ctx W_o^T + b_o (+ adapter)
-    linear_backward(dsum_, a.ctx, w.attn_out_w, dw.attn_out_w, dw.attn_out_b, dctx_, gm);
-    lora_grad(l, 3, dsum_, a.ctx, dctx_, a, gm);
+    linear_backward(dattn, a.ctx, w.attn_out_w, dw.attn_out_w, dw.attn_out_b, dctx_, gm);
+    lora_grad(l, 3, dattn, a.ctx, dctx_, a, gm);
     attention_backward(a.qkv.reshape({rows_, seq_, 3, cfg_.num_attention_heads, H / cfg_.num_attention_heads}),
                                 lengths, a.ctx.reshape({rows_, seq_, H}), dctx_.reshape({rows_, seq_, H}), a.lse,
                                 dqkv_.reshape({rows_, seq_, 3, cfg_.num_attention_heads, H / cfg_.num_attention_heads}),
@@ -636,18 +635,25 @@ class model {
                        const tensor<T, Device>& dweight, const tensor<T, Device>& dbias, const tensor<T, Device>& dx,
                        grad_mode param_mode, grad_mode input_mode = grad_mode::overwrite) {
     const float beta = param_mode == grad_mode::accumulate ? 1.0f : 0.0f;
-    if (given(dweight)) matmul(dy, x, dweight, {.transpose_a = true, .beta = beta});
-    if (given(dbias)) {
-      // db = 1^T dy as a [1, n] x [n, H] product: one coalesced read of dy with fp32 accumulation (a strided
-      // column reduction per bias was 70% of a BERT-base training step).
-      const index_t n = dy.extent(0);
-      if (ones_.numel() < n) {
-        ones_ = tensor<T, Device>({n});
-        assign(ones_, 1.0);
-      }
-      matmul(ones_.slice(0, 0, n).reshape({1, n}), dy, dbias.reshape({1, dbias.numel()}), {.beta = beta});
+    if (given(dweight) && given(dbias) && param_mode == grad_mode::overwrite) {
+      // db from the same read of dy as dW (the epilogue overwrites db, so accumulation takes the path below).
+      matmul(dy, x, dweight, {.transpose_a = true, .epilogue = gemm_epilogue::bias_grad}, dbias);
+    } else {
+      if (given(dweight)) matmul(dy, x, dweight, {.transpose_a = true, .beta = beta});
+      if (given(dbias)) bias_grad_by_gemm(dy, dbias, beta);
     }
     if (given(dx)) matmul(dy, weight, dx, {.beta = input_mode == grad_mode::accumulate ? 1.0f : 0.0f});
+  }
+
+  // db (+)= 1^T dy: a [1, n] x [n, H] product, one coalesced read of dy with fp32 accumulation (a strided column
+  // reduction per bias was 70% of a BERT-base training step).
+  void bias_grad_by_gemm(const tensor<T, Device>& dy, const tensor<T, Device>& dbias, float beta) {
+    const index_t n = dy.extent(0);
+    if (ones_.numel() < n) {
+      ones_ = tensor<T, Device>({n});
+      assign(ones_, 1.0);
+    }
+    matmul(ones_.slice(0, 0, n).reshape({1, n}), dy, dbias.reshape({1, dbias.numel()}), {.beta = beta});
   }
 
   // Dropout streams: (seed, offset) with the offset unique per step, layer and site, so masks are reproducible
@@ -657,6 +663,13 @@ class model {
   };
   stream_id dropout_stream(int layer, int site) const {
     return {seed_, (step_ << 20) | (static_cast<std::uint64_t>(layer) << 4) | static_cast<std::uint64_t>(site)};
+  }
+  // Hidden dropout of a sublayer output at `site` (1: attention, 2: feed-forward), applied by add_layer_norm; the
+  // same draws as dropout() over that tensor (residual_dropout), so the backward's dropout_grad matches.
+  residual_dropout residual_dropout_for(int l, int site) const {
+    if (!training() || cfg_.hidden_dropout_prob <= 0) return {};
+    const stream_id s = dropout_stream(l + 1, site);
+    return {cfg_.hidden_dropout_prob, s.seed, s.offset};
   }
   loom::attention_dropout attention_dropout_for(int l) const {
     if (!training() || cfg_.attention_probs_dropout_prob <= 0) return {};
@@ -669,6 +682,13 @@ class model {
   }
   static void dropout_inplace(const tensor<T, Device>& x, stream_id s, double p) {
     if (p > 0) dropout(x, x, s, p);
+  }
+  // The gradient through hidden dropout of a gradient that must also stay as it is (a residual share): a masked
+  // copy in dsum_ (one pass), or g itself without dropout.
+  tensor<T, Device> dropout_grad(const tensor<T, Device>& g, stream_id s) {
+    if (cfg_.hidden_dropout_prob <= 0) return g;
+    dropout(dsum_, g, s, cfg_.hidden_dropout_prob);
+    return dsum_;
   }
   tensor<T, Device> dropout_copy(const tensor<T, Device>& x, stream_id s, double p) {
     if (p <= 0) return x;
