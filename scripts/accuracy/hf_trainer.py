@@ -5,8 +5,11 @@
   python3 hf_trainer.py --train T.tsv --dev D.tsv --text-column sentence --label-column label
                         (--model DIR | --config config.json --vocab vocab.txt) --epochs 3 --batch-size 32 --lr 5e-5
                         --warmup-ratio 0.06 --weight-decay 0.01 --max-seq-len 64 --seed 42 [--bf16]
+                        [--sampler loom|hf]
 Prints one JSON line: {"impl": "transformers", "dev_accuracy": ..., "dev_macro_f1": ..., "seconds": ...}.
-Labels are sorted as loom sorts them (numerically when all are integers), so ids agree.
+Labels are sorted as loom sorts them (numerically when all are integers), so ids agree. The batch order is loom's
+(--sampler loom, the default: see BucketedBatches) or the Trainer's own group_by_length (--sampler hf), whose
+batches run from longest to shortest inside every group of 50.
 """
 import argparse, csv, json, sys, time
 import numpy as np
@@ -48,6 +51,47 @@ class Rows(torch.utils.data.Dataset):
         return d
 
 
+class BucketedBatches(torch.utils.data.Sampler):
+    """loom's epoch order (include/loom/train/sampler.hpp): shuffle the rows, sort each window of `bucket` batches by
+    length, cut it into batches, then shuffle the order of all batches; a fresh permutation per epoch. The same
+    recipe as loom, not the same draws (loom's generator is a C++ mt19937_64)."""
+
+    def __init__(self, lengths, batch, seed, bucket=50):
+        self.lengths, self.batch, self.seed, self.window, self.epoch = np.asarray(lengths), batch, seed, batch * bucket, 0
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __len__(self):
+        n, w = len(self.lengths), self.window
+        return (n // w) * (w // self.batch) + -(-(n % w) // self.batch)
+
+    def __iter__(self):
+        rng = np.random.default_rng([self.seed, self.epoch])
+        self.epoch += 1
+        order = rng.permutation(len(self.lengths))
+        batches = []
+        for w in range(0, len(order), self.window):
+            chunk = order[w:w + self.window]
+            chunk = chunk[np.argsort(self.lengths[chunk], kind="stable")]
+            batches += [chunk[i:i + self.batch].tolist() for i in range(0, len(chunk), self.batch)]
+        for i in rng.permutation(len(batches)):
+            yield batches[i]
+
+
+class BucketedTrainer(Trainer):
+    def __init__(self, *args, batches=None, **kw):
+        super().__init__(*args, **kw)
+        self.batches = batches
+
+    def get_train_dataloader(self):
+        if self.batches is None:
+            return super().get_train_dataloader()
+        dl = torch.utils.data.DataLoader(self.train_dataset, batch_sampler=self.batches, collate_fn=self.data_collator,
+                                         num_workers=self.args.dataloader_num_workers)
+        return self.accelerator.prepare(dl)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--train", required=True)
@@ -67,6 +111,7 @@ def main():
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--out", default="/tmp/hf_trainer_out")
+    ap.add_argument("--sampler", choices=["loom", "hf"], default="loom")
     a = ap.parse_args()
     train = read(a.train, a.text_column, a.text_b_column, a.label_column)
     dev = read(a.dev, a.text_column, a.text_b_column, a.label_column)
@@ -103,13 +148,17 @@ def main():
                              warmup_steps=a.warmup_ratio,  # transformers 5: a float in [0, 1) is a ratio
                              lr_scheduler_type="linear", eval_strategy="epoch", save_strategy="no", logging_steps=200,
                              seed=a.seed, bf16=a.bf16, report_to=[], dataloader_num_workers=2,
-                             train_sampling_strategy="group_by_length", max_grad_norm=1.0)
+                             train_sampling_strategy="group_by_length" if a.sampler == "hf" else "random",
+                             max_grad_norm=1.0)
     t0 = time.time()
-    trainer = Trainer(model=model, args=args, train_dataset=tr, eval_dataset=dv,
-                      data_collator=DataCollatorWithPadding(tok), compute_metrics=metrics)
+    batches = None
+    if a.sampler == "loom":
+        batches = BucketedBatches([len(e["input_ids"]) for e in tr.enc], a.batch_size, a.seed)
+    trainer = BucketedTrainer(model=model, args=args, train_dataset=tr, eval_dataset=dv,
+                              data_collator=DataCollatorWithPadding(tok), compute_metrics=metrics, batches=batches)
     trainer.train()
     r = trainer.evaluate()
-    print(json.dumps({"impl": "transformers", "train": a.train, "dev_accuracy": r["eval_accuracy"],
+    print(json.dumps({"impl": "transformers", "sampler": a.sampler, "train": a.train, "dev_accuracy": r["eval_accuracy"],
                       "dev_macro_f1": r["eval_macro_f1"], "seconds": round(time.time() - t0, 1),
                       "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"}), flush=True)
 

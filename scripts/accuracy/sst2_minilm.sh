@@ -4,22 +4,26 @@
 #   scripts/accuracy/sst2_minilm.sh LOOM_BERT MODEL_DIR SST2_DIR OUT_DIR [loom|hf|both]
 # MODEL_DIR: all-MiniLM-L6-v2 (scripts/get_minilm.sh), or its SST-2 vocabulary-pruned copy (prune_vocab.py).
 # SEEDS (default "42"): one run per seed and framework; the seed drives shuffling, dropout and the head's init.
+# PRECISION (default bf16): bf16 (loom bf16_mixed, transformers --bf16 autocast) or fp32 for both.
 set -euo pipefail
+precision=${PRECISION:-bf16}
+hf_precision=()
+[ "$precision" = bf16 ] && hf_precision=(--bf16)
 bert=$1 model=$2 data=$3 out=$4 which=${5:-both}
 here=$(cd "$(dirname "$0")" && pwd)
 recipe=(--epochs 3 --batch-size 32 --lr 5e-5 --warmup-ratio 0.06 --weight-decay 0.01 --max-seq-len 64)
 mkdir -p "$out"
 for seed in ${SEEDS:-42}; do
   if [ "$which" != hf ]; then
-    rm -rf "$out/loom-$seed"
+    rm -rf "$out/loom-$precision-$seed"
     "$bert" train --model "$model" --train "$data/train.tsv" --dev "$data/dev.tsv" \
-      --text-column sentence --label-column label "${recipe[@]}" --seed "$seed" --device cuda --precision bf16 \
-      --log-every 500 --output "$out/loom-$seed" 2>&1 | grep -vE '^step ' || true
-    python3 -c "import json,sys; e=[json.loads(l) for l in open('$out/loom-$seed/metrics.jsonl') if '\"eval\"' in l]; print(json.dumps({'impl':'loom','seed':$seed,'dev_accuracy':e[-1]['accuracy'],'dev_macro_f1':e[-1]['macro_f1'],'per_epoch':[round(x['accuracy'],4) for x in e]}))"
+      --text-column sentence --label-column label "${recipe[@]}" --seed "$seed" --device cuda --precision "$precision" \
+      --log-every 500 --output "$out/loom-$precision-$seed" 2>&1 | grep -vE '^step ' || true
+    python3 -c "import json,sys; e=[json.loads(l) for l in open('$out/loom-$precision-$seed/metrics.jsonl') if '\"eval\"' in l]; print(json.dumps({'impl':'loom','precision':'$precision','seed':$seed,'dev_accuracy':e[-1]['accuracy'],'dev_macro_f1':e[-1]['macro_f1'],'per_epoch':[round(x['accuracy'],4) for x in e]}))"
   fi
   if [ "$which" != loom ]; then
     python3 "$here/hf_trainer.py" --model "$model" --train "$data/train.tsv" --dev "$data/dev.tsv" \
-      --text-column sentence --label-column label "${recipe[@]}" --seed "$seed" --bf16 --out "$out/hf-$seed" 2>&1 |
-      grep -E '^\{' | sed "s/^{/{\"seed\": $seed, /" || true
+      --text-column sentence --label-column label "${recipe[@]}" --seed "$seed" "${hf_precision[@]}" --out "$out/hf-$precision-$seed" 2>&1 |
+      grep -E '^\{' | sed "s/^{/{\"precision\": \"$precision\", \"seed\": $seed, /" || true
   fi
 done
