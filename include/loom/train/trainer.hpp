@@ -99,6 +99,21 @@ inline prepared_run prepare(const train_options& o) {
   r.train = tokenize(train_rows, tok, o.max_seq_len, ids);
   r.dev = tokenize(dev_rows, tok, o.max_seq_len, ids);
   r.config.set_labels(r.labels);
+  if (!o.resume.empty()) {
+    // The checkpoint must exist and match the data before any model is built.
+    const fs::path ckpt = resolve_checkpoint(o.resume);
+    std::ifstream in(ckpt / "trainer_state.json");
+    const auto meta = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    LOOM_CHECK(!meta.is_discarded() && meta.contains("labels"),
+               (ckpt / "trainer_state.json").string() + ": not a loom trainer state");
+    LOOM_CHECK(meta.at("labels").get<std::vector<std::string>>() == r.labels,
+               "--resume " + ckpt.string() + ": the checkpoint was trained with other labels than --train has");
+  }
+  // Last, so that a run refused above leaves no folder behind.
+  std::error_code ec;
+  fs::create_directories(o.output, ec);
+  LOOM_CHECK(!ec && fs::is_directory(o.output),
+             "--output " + o.output + ": cannot create the folder" + (ec ? " (" + ec.message() + ")" : ""));
   return r;
 }
 
