@@ -15,7 +15,7 @@ import argparse, csv, json, sys, time
 import numpy as np
 import torch
 from transformers import (BertConfig, BertForSequenceClassification, BertTokenizer, Trainer, TrainingArguments,
-                          DataCollatorWithPadding)
+                          DataCollatorWithPadding, set_seed)
 
 csv.field_size_limit(1 << 24)
 
@@ -117,6 +117,9 @@ def main():
     dev = read(a.dev, a.text_column, a.text_b_column, a.label_column)
     names = label_order([y for _, _, y in train])
     ids = {n: i for i, n in enumerate(names)}
+    # Seeded before the model exists, as transformers' run_glue.py does: the new classifier head is drawn from it
+    # (without this every seed would share the head the process-start generator state gives).
+    set_seed(a.seed)
     if a.model:
         tok = BertTokenizer.from_pretrained(a.model)
         # fp32 master weights whatever the checkpoint's dtype (transformers 5 would keep an fp16 file in fp16, and
@@ -127,7 +130,6 @@ def main():
         tok = BertTokenizer(a.vocab, do_lower_case=True)
         cfg = BertConfig.from_json_file(a.config)
         cfg.num_labels = len(names)
-        torch.manual_seed(a.seed)
         model = BertForSequenceClassification(cfg)
     tr, dv = Rows(train, tok, ids, a.max_seq_len), Rows(dev, tok, ids, a.max_seq_len)
 
