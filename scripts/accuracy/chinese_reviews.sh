@@ -17,7 +17,7 @@ for task in ${TASKS:-sentiment category}; do
     "$bert" train --config "$here/small_chinese_bert.json" --vocab "$vocab" --train "$out/data/${task}_train.tsv" \
       --dev "$out/data/${task}_dev.tsv" "${recipe[@]}" --seed "$seed" --device cuda --precision bf16 --log-every 1000 \
       --output "$out/loom-$task-$seed" 2>&1 | grep -vE '^step ' || true
-    python3 -c "import json; e=[json.loads(l) for l in open('$out/loom-$task-$seed/metrics.jsonl') if '\"eval\"' in l]; print(json.dumps({'impl':'loom','task':'$task','seed':$seed,'dev_accuracy':e[-1]['accuracy'],'dev_macro_f1':e[-1]['macro_f1'],'per_epoch':[round(x['accuracy'],4) for x in e]}))"
+    python3 "$here/loom_summary.py" "$out/loom-$task-$seed/metrics.jsonl" task="$task" seed="$seed"
   fi
   if [ "$which" != loom ]; then
     python3 "$here/hf_trainer.py" --config "$here/small_chinese_bert.json" --vocab "$vocab" \

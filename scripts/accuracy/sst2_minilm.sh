@@ -19,7 +19,7 @@ for seed in ${SEEDS:-42}; do
     "$bert" train --model "$model" --train "$data/train.tsv" --dev "$data/dev.tsv" \
       --text-column sentence --label-column label "${recipe[@]}" --seed "$seed" --device cuda --precision "$precision" \
       --log-every 500 --output "$out/loom-$precision-$seed" 2>&1 | grep -vE '^step ' || true
-    python3 -c "import json,sys; e=[json.loads(l) for l in open('$out/loom-$precision-$seed/metrics.jsonl') if '\"eval\"' in l]; print(json.dumps({'impl':'loom','precision':'$precision','seed':$seed,'dev_accuracy':e[-1]['accuracy'],'dev_macro_f1':e[-1]['macro_f1'],'per_epoch':[round(x['accuracy'],4) for x in e]}))"
+    python3 "$here/loom_summary.py" "$out/loom-$precision-$seed/metrics.jsonl" precision="$precision" seed="$seed"
   fi
   if [ "$which" != loom ]; then
     python3 "$here/hf_trainer.py" --model "$model" --train "$data/train.tsv" --dev "$data/dev.tsv" \

@@ -39,6 +39,7 @@ struct prepared_run {
   io::bert_tokenizer_config tokenizer_config;
   std::vector<std::string> labels;
   dataset train, dev;
+  fs::path resume_from;  ///< the checkpoint --resume names, resolved and checked against `labels` (empty: none)
 };
 
 /// Reads and checks everything: flags, model folder or config, tokenizer, train/dev files, labels.
@@ -101,13 +102,14 @@ inline prepared_run prepare(const train_options& o) {
   r.config.set_labels(r.labels);
   if (!o.resume.empty()) {
     // The checkpoint must exist and match the data before any model is built.
-    const fs::path ckpt = resolve_checkpoint(o.resume);
-    std::ifstream in(ckpt / "trainer_state.json");
+    r.resume_from = resolve_checkpoint(o.resume);
+    std::ifstream in(r.resume_from / "trainer_state.json");
     const auto meta = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
     LOOM_CHECK(!meta.is_discarded() && meta.contains("labels"),
-               (ckpt / "trainer_state.json").string() + ": not a loom trainer state");
+               (r.resume_from / "trainer_state.json").string() + ": not a loom trainer state");
     LOOM_CHECK(meta.at("labels").get<std::vector<std::string>>() == r.labels,
-               "--resume " + ckpt.string() + ": the checkpoint was trained with other labels than --train has");
+               "--resume " + r.resume_from.string() +
+                   ": the checkpoint was trained with other labels than --train has");
   }
   // Last, so that a run refused above leaves no folder behind.
   std::error_code ec;
@@ -158,8 +160,7 @@ class trainer {
     total_steps_ = o_.max_steps > 0 ? o_.max_steps : steps_per_epoch_ * o_.epochs;
     warmup_steps_ = static_cast<std::int64_t>(std::ceil(o_.warmup_ratio * static_cast<double>(total_steps_)));
     schedule_ = make_schedule(o_.schedule, warmup_steps_, total_steps_);
-    fs::create_directories(o_.output);
-    if (!o_.resume.empty()) restore(resolve_checkpoint(o_.resume));
+    if (!run_.resume_from.empty()) restore(run_.resume_from);  // prepare() made --output and checked the labels
   }
 
   model_t& model() { return model_; }
@@ -364,8 +365,6 @@ class trainer {
     std::ifstream in(dir / "trainer_state.json");
     LOOM_CHECK(in.good(), (dir / "trainer_state.json").string() + ": cannot read");
     const auto meta = nlohmann::json::parse(in);
-    LOOM_CHECK(meta.at("labels").get<std::vector<std::string>>() == run_.labels,
-               dir.string() + ": the checkpoint was trained with other labels than --train has");
     // The checkpoint's model.safetensors holds the fp32 master values: the model gets them rounded to param_t and
     // the optimizer gets them exactly, so the run continues bit for bit.
     bert::load_safetensors(model_, dir / "model.safetensors");
