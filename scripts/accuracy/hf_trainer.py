@@ -5,13 +5,14 @@
   python3 hf_trainer.py --train T.tsv --dev D.tsv --text-column sentence --label-column label
                         (--model DIR | --config config.json --vocab vocab.txt) --epochs 3 --batch-size 32 --lr 5e-5
                         --warmup-ratio 0.06 --weight-decay 0.01 --max-seq-len 64 --seed 42 [--bf16]
-                        [--sampler loom|hf]
+                        [--sampler loom|hf|loom-exact --epoch-order BIN]
 Prints one JSON line: {"impl": "transformers", "dev_accuracy": ..., "dev_macro_f1": ..., "seconds": ...}.
 Labels are sorted as loom sorts them (numerically when all are integers), so ids agree. The batch order is loom's
 (--sampler loom, the default: see BucketedBatches) or the Trainer's own group_by_length (--sampler hf), whose
-batches run from longest to shortest inside every group of 50.
+batches run from longest to shortest inside every group of 50. --sampler loom-exact replays the very batches
+`loom-bert train --seed S` trains on, from epoch_order.cpp built as BIN (twin_check.py uses it).
 """
-import argparse, csv, json, sys, time
+import argparse, csv, json, subprocess, sys, time
 import numpy as np
 import torch
 from transformers import (BertConfig, BertForSequenceClassification, BertTokenizer, Trainer, TrainingArguments,
@@ -79,6 +80,32 @@ class BucketedBatches(torch.utils.data.Sampler):
             yield batches[i]
 
 
+def loom_epoch_order(program, lengths, batch, seed, epochs):
+    """Per epoch, the batches (lists of row indices) `loom-bert train --seed seed` trains on: epoch_order.cpp, built
+    as `program`, runs loom's own sampler over rows of these token counts."""
+    text = f"{seed} {batch} {epochs}\n" + " ".join(map(str, lengths)) + "\n"
+    out = subprocess.run([program], input=text, capture_output=True, text=True, check=True).stdout
+    return [json.loads(l) for l in out.splitlines()]
+
+
+class LoomBatches(torch.utils.data.Sampler):
+    """The batches `loom-bert train` draws, epoch by epoch, from loom's own sampler (epoch_order.cpp)."""
+
+    def __init__(self, lengths, batch, seed, epochs, program):
+        self.epochs, self.epoch = loom_epoch_order(program, lengths, batch, seed, epochs), 0
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __len__(self):
+        return len(self.epochs[0])
+
+    def __iter__(self):
+        batches = self.epochs[self.epoch]
+        self.epoch += 1
+        yield from batches
+
+
 class BucketedTrainer(Trainer):
     def __init__(self, *args, batches=None, **kw):
         super().__init__(*args, **kw)
@@ -111,7 +138,10 @@ def main():
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--out", default="/tmp/hf_trainer_out")
-    ap.add_argument("--sampler", choices=["loom", "hf"], default="loom")
+    ap.add_argument("--sampler", choices=["loom", "hf", "loom-exact"], default="loom")
+    ap.add_argument("--epoch-order", help="epoch_order.cpp built (for --sampler loom-exact)")
+    ap.add_argument("--logging-steps", type=int, default=200)
+    ap.add_argument("--attn-implementation", default="sdpa", choices=["sdpa", "eager"])
     a = ap.parse_args()
     train = read(a.train, a.text_column, a.text_b_column, a.label_column)
     dev = read(a.dev, a.text_column, a.text_b_column, a.label_column)
@@ -125,11 +155,13 @@ def main():
         # fp32 master weights whatever the checkpoint's dtype (transformers 5 would keep an fp16 file in fp16, and
         # AdamW updates would then vanish in fp16 rounding); --bf16 autocasts the compute, as loom's bf16_mixed does.
         model = BertForSequenceClassification.from_pretrained(a.model, num_labels=len(names),
-                                                              ignore_mismatched_sizes=True, dtype=torch.float32)
+                                                              ignore_mismatched_sizes=True, dtype=torch.float32,
+                                                              attn_implementation=a.attn_implementation)
     else:
         tok = BertTokenizer(a.vocab, do_lower_case=True)
         cfg = BertConfig.from_json_file(a.config)
         cfg.num_labels = len(names)
+        cfg._attn_implementation = a.attn_implementation
         model = BertForSequenceClassification(cfg)
     tr, dv = Rows(train, tok, ids, a.max_seq_len), Rows(dev, tok, ids, a.max_seq_len)
 
@@ -148,14 +180,17 @@ def main():
                              per_device_eval_batch_size=2 * a.batch_size, learning_rate=a.lr,
                              num_train_epochs=a.epochs, weight_decay=a.weight_decay,
                              warmup_steps=a.warmup_ratio,  # transformers 5: a float in [0, 1) is a ratio
-                             lr_scheduler_type="linear", eval_strategy="epoch", save_strategy="no", logging_steps=200,
+                             lr_scheduler_type="linear", eval_strategy="epoch", save_strategy="no", logging_steps=a.logging_steps,
                              seed=a.seed, bf16=a.bf16, report_to=[], dataloader_num_workers=2,
                              train_sampling_strategy="group_by_length" if a.sampler == "hf" else "random",
                              max_grad_norm=1.0)
     t0 = time.time()
     batches = None
+    lengths = [len(e["input_ids"]) for e in tr.enc]
     if a.sampler == "loom":
-        batches = BucketedBatches([len(e["input_ids"]) for e in tr.enc], a.batch_size, a.seed)
+        batches = BucketedBatches(lengths, a.batch_size, a.seed)
+    elif a.sampler == "loom-exact":
+        batches = LoomBatches(lengths, a.batch_size, a.seed, int(np.ceil(a.epochs)), a.epoch_order)
     trainer = BucketedTrainer(model=model, args=args, train_dataset=tr, eval_dataset=dv,
                               data_collator=DataCollatorWithPadding(tok), compute_metrics=metrics, batches=batches)
     trainer.train()

@@ -140,6 +140,9 @@ class trainer {
       for (const auto& n : report.initialized) std::fprintf(stderr, "loom-bert: initialised %s (not in the checkpoint)\n", n.c_str());
     }
     model_.set_recompute(o_.recompute);
+    // Evaluation measures the function being trained (erf GELU), as transformers' Trainer does, not the 16-bit
+    // serving path's tanh form: a dev row near the decision boundary must not flip between the two.
+    model_.set_exact_gelu(true);
     if (o_.lora_r > 0) {
       nn::lora_options lo;  // PEFT's SEQ_CLS setup: adapters on the targets, base frozen, classifier trained
       lo.r = o_.lora_r;
@@ -167,6 +170,7 @@ class trainer {
 
   /// Runs to the end (epochs, max steps or early stop); returns the last evaluation.
   classification_report run() {
+    start_log(fs::path(o_.output) / "metrics.jsonl");
     std::ofstream log(fs::path(o_.output) / "metrics.jsonl", std::ios::app);
     LOOM_CHECK(log.good(), (fs::path(o_.output) / "metrics.jsonl").string() + ": cannot open for writing");
     progress_line bar(total_steps_, o_.log_every);
@@ -306,6 +310,24 @@ class trainer {
   bert::batch<Device> upload(const host_batch& hb) {
     const batch_tensors<Device> t = to_device<Device>(hb);
     return {t.ids, t.types, t.lengths, t.labels};
+  }
+
+  // A fresh run starts a fresh log. A resumed run keeps what was logged up to its checkpoint's step and drops the
+  // lines an interrupted run wrote after it, which are about to be logged again: the log then reads as one run.
+  void start_log(const fs::path& path) const {
+    std::string kept;
+    if (!run_.resume_from.empty() && fs::exists(path)) {
+      std::ifstream in(path);
+      for (std::string line; std::getline(in, line);) {
+        const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+        if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer() ||
+            j["step"].get<std::int64_t>() <= step_)
+          kept += line + "\n";
+      }
+    }
+    std::ofstream out(path, std::ios::trunc);
+    out << kept;
+    LOOM_CHECK(out.flush().good(), path.string() + ": cannot write");
   }
 
   double metric_value(const classification_report& r) const {
