@@ -69,19 +69,10 @@ struct residual_source {
     load_vec(p.a + c, v);
     load_vec(p.b + c, w);
     if (drop) {
-      const std::uint64_t i = p.first + static_cast<std::uint64_t>(c);
-      if (V % 4 == 0 && (i & 3) == 0) {  // one Philox call per four draws
+      float u[V];
+      uniform01_run(seed, offset, p.first + static_cast<std::uint64_t>(c), u);
 #pragma unroll
-        for (int g = 0; g < V / 4; ++g) {
-          float u[4];
-          uniform01x4(seed, offset, (i >> 2) + g, u);
-#pragma unroll
-          for (int j = 0; j < 4; ++j) w[4 * g + j] = drop_residual<T>(w[4 * g + j], u[j], threshold, scale);
-        }
-      } else {
-#pragma unroll
-        for (int k = 0; k < V; ++k) w[k] = drop_residual<T>(w[k], uniform01(seed, offset, i + k), threshold, scale);
-      }
+      for (int k = 0; k < V; ++k) w[k] = drop_residual<T>(w[k], u[k], threshold, scale);
     }
 #pragma unroll
     for (int k = 0; k < V; ++k) v[k] = round_to<T>(v[k] + w[k]);

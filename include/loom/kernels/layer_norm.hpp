@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "../config.hpp"
-#include "../tensor/random.hpp"  // defines: uniform01, uniform01x4
+#include "../tensor/random.hpp"  // defines: uniform01, uniform01_run
 #include "detail/rows.hpp"       // defines: stat_t, grad_mode, detail::row_view
 
 namespace loom {

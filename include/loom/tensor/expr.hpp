@@ -148,20 +148,13 @@ struct random : node_tag {
     }
     template <bool Flat>
     LOOM_HOST_DEVICE LOOM_FORCEINLINE compute_t<T> at(index_t i, const index_t*) const { return draw(i); }
-    // Vector loads start at multiples of V (cuda_eval.cuh), so with V % 4 == 0 each group of four draws is one
-    // Philox call (the check of i is then provably true and costs nothing).
+    // Vector loads start at multiples of V (cuda_eval.cuh): uniform01_run then makes one Philox call per four draws.
     template <int V>
     LOOM_HOST_DEVICE LOOM_FORCEINLINE void load(index_t i, compute_t<T> (&out)[V]) const {
-      if constexpr (Dist == distribution::uniform && V % 4 == 0) {
-        if ((i & 3) != 0) {
-          for (int k = 0; k < V; ++k) out[k] = draw(i + k);
-          return;
-        }
-        for (int g = 0; g < V / 4; ++g) {
-          float u[4];
-          uniform01x4(seed, offset, static_cast<std::uint64_t>(i + 4 * g) >> 2, u);
-          for (int j = 0; j < 4; ++j) out[4 * g + j] = op::fma_(b - a, static_cast<compute_t<T>>(u[j]), a);
-        }
+      if constexpr (Dist == distribution::uniform) {
+        float u[V];
+        uniform01_run(seed, offset, static_cast<std::uint64_t>(i), u);
+        for (int k = 0; k < V; ++k) out[k] = op::fma_(b - a, static_cast<compute_t<T>>(u[k]), a);
       } else {
         for (int k = 0; k < V; ++k) out[k] = draw(i + k);
       }

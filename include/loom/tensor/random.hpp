@@ -61,17 +61,27 @@ LOOM_HOST_DEVICE LOOM_FORCEINLINE std::uint32_t philox_word(const philox_words& 
 }
 
 /// Uniform draw i of stream (seed, offset): word i % 4 of Philox(counter i / 4). One Philox call yields four
-/// consecutive draws, so code that produces draws in aligned groups of four (uniform01x4) pays a quarter of the
+/// consecutive draws, so code that produces draws in aligned groups of four (uniform01_run) pays a quarter of the
 /// generator's cost per element; dropout is otherwise bound by the generator's integer multiplies, not memory.
 LOOM_HOST_DEVICE LOOM_FORCEINLINE float uniform01(std::uint64_t seed, std::uint64_t offset, std::uint64_t i) {
   return word_to_uniform01(philox_word(philox4x32_10(i >> 2, offset, seed), i & 3));
 }
 
-/// Draws 4g .. 4g + 3 of stream (seed, offset), i.e. uniform01(seed, offset, 4g + j) for j = 0..3.
-LOOM_HOST_DEVICE LOOM_FORCEINLINE void uniform01x4(std::uint64_t seed, std::uint64_t offset, std::uint64_t g,
-                                                   float (&out)[4]) {
-  const philox_words r = philox4x32_10(g, offset, seed);
-  for (int j = 0; j < 4; ++j) out[j] = word_to_uniform01(r.w[j]);
+/// Draws i .. i + V - 1 of stream (seed, offset), i.e. uniform01(seed, offset, i + k) for k < V: one Philox call
+/// per four draws when i and V are multiples of 4 (vector loads start at multiples of their width), else one per draw.
+template <int V>
+LOOM_HOST_DEVICE LOOM_FORCEINLINE void uniform01_run(std::uint64_t seed, std::uint64_t offset, std::uint64_t i,
+                                                     float (&out)[V]) {
+  if constexpr (V % 4 == 0) {
+    if ((i & 3) == 0) {
+      for (int g = 0; g < V / 4; ++g) {
+        const philox_words r = philox4x32_10((i >> 2) + static_cast<std::uint64_t>(g), offset, seed);
+        for (int j = 0; j < 4; ++j) out[4 * g + j] = word_to_uniform01(r.w[j]);
+      }
+      return;
+    }
+  }
+  for (int k = 0; k < V; ++k) out[k] = uniform01(seed, offset, i + static_cast<std::uint64_t>(k));
 }
 
 /// Standard normal by Box-Muller, computed in double and then rounded, so host and CUDA libm differences

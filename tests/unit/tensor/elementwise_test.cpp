@@ -206,6 +206,28 @@ TEST_CASE("random streams are reproducible and well distributed", "[tensor][rand
   REQUIRE(std::equal(vp.begin(), vp.end(), v1.begin()));
 }
 
+TEST_CASE("Philox4x32-10 gives Random123's known answers; runs of draws equal single draws", "[tensor][random]") {
+  // Random123's kat_vectors for philox4x32_10: counter and key all zeros, and all ones.
+  const auto zero = loom::philox4x32_10(0, 0, 0);
+  CHECK(zero.w[0] == 0x6627e8d5u);
+  CHECK(zero.w[1] == 0xe169c58du);
+  CHECK(zero.w[2] == 0xbc57ac4cu);
+  CHECK(zero.w[3] == 0x9b00dbd8u);
+  const auto ones = loom::philox4x32_10(~0ull, ~0ull, ~0ull);
+  CHECK(ones.w[0] == 0x408f276du);
+  CHECK(ones.w[1] == 0x41c83b0eu);
+  CHECK(ones.w[2] == 0xa20bc7c6u);
+  CHECK(ones.w[3] == 0x6d5451fdu);
+  // uniform01_run takes the four-per-call path only from a multiple of 4; every start must give the same draws.
+  for (std::uint64_t start : {0ull, 1ull, 2ull, 3ull, 4ull, 8ull, 1001ull, (1ull << 40) + 4}) {
+    float run8[8], run3[3];
+    loom::uniform01_run(7, 5, start, run8);
+    loom::uniform01_run(7, 5, start, run3);
+    for (int k = 0; k < 8; ++k) REQUIRE(run8[k] == loom::uniform01(7, 5, start + k));
+    for (int k = 0; k < 3; ++k) REQUIRE(run3[k] == loom::uniform01(7, 5, start + k));
+  }
+}
+
 TEST_CASE("memory statistics follow allocations", "[tensor][memory]") {
   const int dev = std::is_same_v<device, loom::host> ? -1 : 0;
   const auto before = loom::get_memory_stats(dev);
