@@ -70,6 +70,8 @@ inline void register_train(CLI::App& app) {
   sub->add_flag("--recompute", o->recompute, "recompute each layer's activations in backward (less memory)");
   sub->add_option("--output", o->output, "folder for the model, checkpoints and metrics.jsonl")->required();
   sub->add_option("--resume", o->resume, "continue from a checkpoint (its folder, or an --output with 'latest')");
+  sub->add_option("--save-total-limit", o->save_total_limit, "checkpoints kept, the newest (0: all)")
+      ->capture_default_str()->check(sign_check(false));
   sub->add_option("--max-steps", o->max_steps, "stop after this many optimizer steps")->check(sign_check(true));
   sub->add_option("--eval-every", o->eval_every, "evaluate every N steps (default: each epoch)")
       ->check(sign_check(false));

@@ -6,10 +6,11 @@
 #                                      previous checkpoint and `latest` intact, and resuming from it is still bit-exact
 #   train_cli.sh eval   LOOM_BERT DIR  `loom-bert eval` of the output folder / last checkpoint reports what training
 #                                      logged for the best / last evaluation
+#   train_cli.sh keep   LOOM_BERT DIR  --save-total-limit keeps the newest N checkpoints (0: all)
 # Exit 77: the case cannot be made to happen here (CTest reports it skipped).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/check_training.sh"
-[ $# = 3 ] || fail "usage: train_cli.sh setup|atomic|eval LOOM_BERT DIR"
+[ $# = 3 ] || fail "usage: train_cli.sh setup|atomic|eval|keep LOOM_BERT DIR"
 CASE=$1
 LOOM_BERT=$(realpath "$2")
 W=$3
@@ -78,6 +79,16 @@ same_report() {
     'BEGIN { d = a - b; exit !(a != "" && (d < 0 ? -d : d) <= 1e-5) }' || fail "$3: loss $(metric loss "$1") vs $(metric loss "$2")"
 }
 
+case_keep() {
+  train "$W" "$W/one" --save-total-limit 1
+  [ "$(cd "$W/one" && ls -d checkpoint-*)" = "checkpoint-$LAST" ] ||
+    fail "--save-total-limit 1 kept: $(cd "$W/one" && ls -d checkpoint-* | tr '\n' ' ')"
+  train "$W" "$W/all" --save-total-limit 0
+  [ "$(cd "$W/all" && ls -d checkpoint-* | sort -t- -k2 -n | tr '\n' ' ')" = "checkpoint-$K checkpoint-$LAST " ] ||
+    fail "--save-total-limit 0 kept: $(cd "$W/all" && ls -d checkpoint-* | tr '\n' ' ')"
+  echo "save-total-limit: 1 keeps checkpoint-$LAST, 0 keeps checkpoint-$K and checkpoint-$LAST"
+}
+
 case_eval() {
   train "$W" "$W/A"
   local evals best_acc best last out
@@ -100,5 +111,6 @@ case "$CASE" in
   setup) case_setup ;;
   atomic) case_atomic ;;
   eval) case_eval ;;
+  keep) case_keep ;;
   *) fail "unknown case $CASE" ;;
 esac
