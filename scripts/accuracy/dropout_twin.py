@@ -158,7 +158,8 @@ def main():
         lo = loom[step]
         d = max(abs(lo["loss"] - out_.loss.item()) / abs(out_.loss.item()), abs(lo["grad_norm"] - norm) / norm)
         worst = max(worst, d)
-        print(f"step {step + 1}: loss {lo['loss']:.7f} {out_.loss.item():.7f}  grad_norm {lo['grad_norm']:.6f} {norm:.6f}")
+        print(f"step {step + 1}: loss {lo['loss']:.7f} {out_.loss.item():.7f}  "
+              f"grad_norm {lo['grad_norm']:.6f} {norm:.6f}")
     ok = len(loom) == steps and worst <= 1e-4
     print(json.dumps({"dropout_twin_steps": len(loom), "max_relative_difference": worst, "ok": ok}))
     sys.exit(0 if ok else 1)

@@ -12,7 +12,10 @@
 int main() {
   std::uint64_t seed = 0, epochs = 0;
   std::size_t batch = 0, length = 0;
-  if (!(std::cin >> seed >> batch >> epochs)) return std::fprintf(stderr, "epoch_order: expected seed batch epochs\n"), 2;
+  if (!(std::cin >> seed >> batch >> epochs)) {
+    std::fprintf(stderr, "epoch_order: expected 'seed batch epochs' and then one token count per row\n");
+    return 2;
+  }
   loom::train::dataset d;
   while (std::cin >> length) d.ids.emplace_back(length, 0);
   for (std::uint64_t e = 0; e < epochs; ++e) {

@@ -180,7 +180,8 @@ def main():
                              per_device_eval_batch_size=2 * a.batch_size, learning_rate=a.lr,
                              num_train_epochs=a.epochs, weight_decay=a.weight_decay,
                              warmup_steps=a.warmup_ratio,  # transformers 5: a float in [0, 1) is a ratio
-                             lr_scheduler_type="linear", eval_strategy="epoch", save_strategy="no", logging_steps=a.logging_steps,
+                             lr_scheduler_type="linear", eval_strategy="epoch", save_strategy="no",
+                             logging_steps=a.logging_steps,
                              seed=a.seed, bf16=a.bf16, report_to=[], dataloader_num_workers=2,
                              train_sampling_strategy="group_by_length" if a.sampler == "hf" else "random",
                              max_grad_norm=1.0)

@@ -11,7 +11,8 @@ pairs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 loom = [100 * p["loom_dev_accuracy"][-1] for p in pairs]
 hf = [100 * p["hf_dev_accuracy"][-1] for p in pairs]
 diff = [a - b for a, b in zip(loom, hf)]
-line = {"seeds": [p["seed"] for p in pairs], "loom": [round(v, 2) for v in loom], "transformers": [round(v, 2) for v in hf],
+line = {"seeds": [p["seed"] for p in pairs], "loom": [round(v, 2) for v in loom],
+        "transformers": [round(v, 2) for v in hf],
         "loom_mean": round(statistics.mean(loom), 2), "transformers_mean": round(statistics.mean(hf), 2),
         "mean_difference": round(statistics.mean(diff), 2)}
 if len(pairs) > 1:

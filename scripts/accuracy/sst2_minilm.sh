@@ -31,7 +31,8 @@ if [ "${MODE:-paired}" = independent ]; then
     python3 "$here/loom_summary.py" "$out/loom-$precision-$seed/metrics.jsonl" precision="$precision" seed="$seed"
     python3 "$here/hf_trainer.py" --model "$model" --train "$data/train.tsv" --dev "$data/dev.tsv" \
       --text-column sentence --label-column label "${recipe[@]}" --seed "$seed" "${hf_precision[@]}" \
-      --out "$out/hf-$precision-$seed" 2>&1 | grep -E '^\{' | sed "s/^{/{\"precision\": \"$precision\", \"seed\": $seed, /"
+      --out "$out/hf-$precision-$seed" 2>&1 | grep -E '^\{' |
+      sed "s/^{/{\"precision\": \"$precision\", \"seed\": $seed, /"
   done
   exit 0
 fi

@@ -17,10 +17,10 @@ differs by more than 1e-4 (fp32). What the two can still differ in on a real run
 dropout masks, batch order, the head's initial values.
 
 --full-epochs E: the whole training file for E epochs, and the Trainer replays loom's exact batches
-(hf_trainer.py --sampler loom-exact, epoch_order.cpp built with the host compiler, or $EPOCH_ORDER). Without --dropout nothing
-random is left but the order of floating-point sums, so the two trajectories stay together until rounding drives
-them apart; with --dropout only the dropout masks differ. Prints where the losses part and both frameworks'
-per-epoch dev accuracy (one JSON line); OUT_DIR/losses.json keeps both loss curves.
+(hf_trainer.py --sampler loom-exact; epoch_order.cpp built with the host compiler, or $EPOCH_ORDER). Without
+--dropout nothing random is left but the order of floating-point sums, so the two trajectories stay together until
+rounding drives them apart; with --dropout only the dropout masks differ. Prints where the losses part and both
+frameworks' per-epoch dev accuracy (one JSON line); OUT_DIR/losses.json keeps both loss curves.
 """
 import json, os, shutil, subprocess, sys
 
