@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "loom/io/table.hpp"
+#include "loom/io/delimited_reader.hpp"
 
 namespace loom::io {
 
@@ -22,59 +22,16 @@ namespace loom::io {
 /// Malformed records (wrong field count, a quote inside an unquoted field, text after a closing quote, an
 /// unterminated quote, a field over max_field_bytes) throw, or with on_malformed::skip are counted and reading
 /// resumes after the line where the problem was found.
-class csv_reader {
+class csv_reader : public detail::delimited_reader<csv_reader> {
  public:
   csv_reader(std::string data, std::string source, table_options options = {})
-      : data_(std::move(data)), source_(std::move(source)), options_(std::move(options)) {
-    detail::require_utf8(data_, source_);
-    pos_ = detail::bom_length(data_);
-    std::vector<std::string> header;
-    for (;;) {
-      const std::size_t start_line = line_;
-      const status s = parse(header);
-      if (s == status::end) throw text_error(source_, 0, 0, "empty file: no header row");
-      if (s == status::malformed) throw text_error(source_, start_line, 0, "malformed header: " + problem_);
-      if (s == status::ok) break;
-    }
-    header_ = std::move(header);
-    columns_ = options_.columns;
-    index_ = detail::select_columns(header_, columns_, source_, 1);
+      : delimited_reader(std::move(data), std::move(source), std::move(options)) {
+    read_header();
   }
-
-  /// Opens `path` ("-" for standard input).
-  static csv_reader open(const std::filesystem::path& path, table_options options = {}) {
-    std::string source;
-    std::string data = detail::read_input(path, source);
-    return csv_reader(std::move(data), std::move(source), std::move(options));
-  }
-
-  /// Next data row into `rec`; false at the end of the file.
-  bool next(record& rec) {
-    for (;;) {
-      const std::size_t start_line = line_;
-      const status s = parse(fields_);
-      if (s == status::end) return false;
-      if (s == status::empty) continue;
-      if (s == status::ok && fields_.size() != header_.size()) {
-        problem_ = "expected " + std::to_string(header_.size()) + " fields, found " + std::to_string(fields_.size());
-      } else if (s == status::ok) {
-        rec.line = start_line;
-        rec.fields.resize(index_.size());
-        for (std::size_t i = 0; i < index_.size(); ++i) rec.fields[i] = std::move(fields_[index_[i]]);
-        return true;
-      }
-      if (options_.malformed == on_malformed::error) throw text_error(source_, start_line, 0, problem_);
-      ++skipped_;
-    }
-  }
-
-  const std::vector<std::string>& header() const noexcept { return header_; }
-  const std::vector<std::string>& columns() const noexcept { return columns_; }
-  std::size_t skipped() const noexcept { return skipped_; }
-  const std::string& source() const noexcept { return source_; }
 
  private:
-  enum class status { ok, empty, end, malformed };
+  friend delimited_reader;
+  static constexpr const char* field_kind = "fields";
 
   /// Parses one record at pos_ into `out`. On `malformed`, problem_ says why and pos_ is past the offending line.
   status parse(std::vector<std::string>& out) {
@@ -145,16 +102,6 @@ class csv_reader {
     if (nl != std::string::npos) ++line_;
     return status::malformed;
   }
-
-  std::string data_;
-  std::string source_;
-  table_options options_;
-  std::size_t pos_ = 0;
-  std::size_t line_ = 1;
-  std::vector<std::string> header_, columns_, fields_;
-  std::vector<std::size_t> index_;
-  std::size_t skipped_ = 0;
-  std::string problem_;
 };
 
 }  // namespace loom::io
