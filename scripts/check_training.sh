@@ -4,7 +4,8 @@
 #  1. a run resumed from a mid-epoch checkpoint (--resume DIR/checkpoint-10 --output other) logs the same steps
 #     (loss, lr, grad_norm, evaluation) byte for byte as the uninterrupted run and ends with identical checkpoint files;
 #  2. a run stopped at step 10 (--max-steps, constant schedule) and continued through its `latest` pointer
-#     (--resume DIR --output DIR) ends with the same metrics.jsonl and files as an uninterrupted run;
+#     (--resume DIR --output DIR) ends with the same metrics.jsonl and files as an uninterrupted run, and a second
+#     fresh run into a used folder starts a fresh metrics.jsonl;
 #  3. where python3 has transformers and torch: transformers loads the saved output folder and predicts the dev rows'
 #     labels as `loom-bert predict` does (max |logit difference| printed).
 # Usage (any non-zero exit is a mismatch or a failed run):

@@ -12,6 +12,7 @@
 #include <loom/core/memory_stats.hpp>
 #include <loom/models/bert/plan.hpp>
 
+#include "cli_checks.hpp"
 #include "runner.hpp"
 #include "train_entry.hpp"
 
@@ -119,7 +120,7 @@ inline void register_bench(CLI::App& app) {
   sub->add_option("--lora-r", o->lora_r, "with --train: LoRA rank (0: full fine-tuning)");
   sub->add_option("--max-grad-norm", o->max_grad_norm,
                   "with --train: clip the global gradient norm every step (default 0: no clipping, as hf_bert.py)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(sign_check(false));
   sub->callback([o] { run_bench(*o); });
 }
 

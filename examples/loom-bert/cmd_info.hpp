@@ -10,6 +10,8 @@
 
 #include <loom/models/bert/plan.hpp>
 
+#include "cli_checks.hpp"
+
 namespace loom_bert {
 
 struct info_options {
@@ -52,8 +54,8 @@ inline void register_info(CLI::App& app) {
   sub->add_option("--model", o->model_dir, "model folder with config.json");
   sub->add_option("--config", o->config_file, "a config.json");
   sub->add_option("--batch", o->batch, "batch size for the memory plan")->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--seq", o->seq, "sequence length")->capture_default_str()->check(CLI::PositiveNumber);
+      ->check(sign_check(true));
+  sub->add_option("--seq", o->seq, "sequence length")->capture_default_str()->check(sign_check(true));
   sub->add_option("--precision", o->precision, "fp32, bf16 or fp16")->capture_default_str()
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   sub->callback([o] { run_info(*o); });

@@ -73,10 +73,10 @@ void run_train_bench(const train_bench_options& o) {
   const double tflops = loom::bert::training_flops(o.config, o.seq) * static_cast<double>(o.batch) / secs / 1e12;
   std::printf("{\"kind\": \"train\", \"impl\": \"loom\", \"model\": \"%s\", \"batch\": %lld, \"seq\": %lld, "
               "\"dtype\": \"%s\", \"recompute\": %s, \"lora_r\": %d, \"max_grad_norm\": %g, \"step_ms\": %.3f, "
-              "\"seq_per_s\": %.1f, "
-              "\"tflops\": %.1f, \"mfu_h100\": %.3f, \"peak_gib\": %.3f, \"loss\": %.4f}\n",
+              "\"seq_per_s\": %.1f, \"tflops\": %.1f, \"mfu_h100\": %.3f, \"peak_gib\": %.3f, \"loss\": %.4f}\n",
               o.name.c_str(), static_cast<long long>(o.batch), static_cast<long long>(o.seq), o.precision.c_str(),
-              o.recompute ? "true" : "false", o.lora_r, static_cast<double>(o.max_grad_norm), secs * 1e3, static_cast<double>(o.batch) / secs, tflops,
+              o.recompute ? "true" : "false", o.lora_r, static_cast<double>(o.max_grad_norm), secs * 1e3,
+              static_cast<double>(o.batch) / secs, tflops,
               tflops / 989.0, static_cast<double>(loom::get_memory_stats(dev).peak_bytes) / (1ull << 30),
               static_cast<double>(loom::to<loom::host>(m.loss())()));
   std::fflush(stdout);

@@ -25,8 +25,9 @@
 namespace loom {
 
 /// Dropout on the attention probabilities (training), as HF's `attention_probs = dropout(softmax(scores))`:
-/// probability (b, h, q, k) is kept when its uniform draw (detail::attention_keep: word (q%2)*2 + k%2 of Philox
-/// counter ((b*heads + h)*ceil(S/2) + q/2)*ceil(S/2) + k/2) is >= p, and then scaled by 1/(1-p). The draw depends only on that index, so the host and CUDA drop the same elements. p = 0
+/// probability (b, h, q, k) is kept when its uniform draw (attention_keep: word (q%2)*2 + k%2 of Philox counter
+/// ((b*heads + h)*ceil(S/2) + q/2)*ceil(S/2) + k/2) is >= p, and then scaled by 1/(1-p). The draw depends only on
+/// that index, so the host and CUDA drop the same elements. p = 0
 /// (the default) is inference: no draws at all. Use a fresh (seed, offset) per layer and step, and pass the same
 /// one to attention_backward.
 struct attention_dropout {

@@ -170,9 +170,10 @@ class trainer {
 
   /// Runs to the end (epochs, max steps or early stop); returns the last evaluation.
   classification_report run() {
-    start_log(fs::path(o_.output) / "metrics.jsonl");
-    std::ofstream log(fs::path(o_.output) / "metrics.jsonl", std::ios::app);
-    LOOM_CHECK(log.good(), (fs::path(o_.output) / "metrics.jsonl").string() + ": cannot open for writing");
+    const fs::path log_path = fs::path(o_.output) / "metrics.jsonl";
+    const std::string kept = log_kept(log_path);
+    std::ofstream log(log_path, std::ios::trunc);
+    LOOM_CHECK((log << kept).flush().good(), log_path.string() + ": cannot open for writing");
     progress_line bar(total_steps_, o_.log_every);
     bar.restart(step_, sequences_);
     tensor<float, Device> loss_sum(shape{});
@@ -312,22 +313,20 @@ class trainer {
     return {t.ids, t.types, t.lengths, t.labels};
   }
 
-  // A fresh run starts a fresh log. A resumed run keeps what was logged up to its checkpoint's step and drops the
-  // lines an interrupted run wrote after it, which are about to be logged again: the log then reads as one run.
-  void start_log(const fs::path& path) const {
+  // What the log starts with. A fresh run starts a fresh log. A resumed run keeps what was logged up to its
+  // checkpoint's step and drops the lines an interrupted run wrote after it, which are about to be logged again:
+  // the log then reads as one run.
+  std::string log_kept(const fs::path& path) const {
     std::string kept;
-    if (!run_.resume_from.empty() && fs::exists(path)) {
-      std::ifstream in(path);
-      for (std::string line; std::getline(in, line);) {
-        const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-        if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer() ||
-            j["step"].get<std::int64_t>() <= step_)
-          kept += line + "\n";
-      }
+    if (run_.resume_from.empty()) return kept;
+    std::ifstream in(path);  // absent: nothing to keep
+    for (std::string line; std::getline(in, line);) {
+      const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer() ||
+          j["step"].get<std::int64_t>() <= step_)
+        kept += line + "\n";
     }
-    std::ofstream out(path, std::ios::trunc);
-    out << kept;
-    LOOM_CHECK(out.flush().good(), path.string() + ": cannot write");
+    return kept;
   }
 
   double metric_value(const classification_report& r) const {
