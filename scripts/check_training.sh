@@ -78,7 +78,7 @@ check_resume_from_latest() {
   same_files "$w/C" "$w/P" model.safetensors config.json latest
   # A fresh run into a used folder starts a fresh log (not the old one with a second run appended).
   cp "$w/C/metrics.jsonl" "$w/C.metrics.jsonl"
-  train "$w" "$w/C" --schedule constant
+  train "$w" "$w/C" --schedule constant --overwrite-output
   cmp "$w/C.metrics.jsonl" "$w/C/metrics.jsonl" || fail "a second run into $w/C did not start a fresh metrics.jsonl"
   echo "check_training: stopped at step $K and resumed via 'latest': metrics.jsonl and checkpoint-$LAST bit-identical"
 }

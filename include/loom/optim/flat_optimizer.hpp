@@ -112,6 +112,11 @@ class flat_optimizer {
   const float* grad_norm_data() const { return &scalars_ptr()->grad_norm; }
   /// The same value on the host (waits for the GPU).
   float grad_norm() const { return read_scalars().grad_norm; }
+  /// The same value as a one-element tensor view (it keeps the scalars alive), for expressions that must not wait.
+  tensor<float, Device> grad_norm_view() const {
+    return tensor<float, Device>(scalars_.get_storage(),
+                                 strided<float>{&scalars_ptr()->grad_norm, shape{1}, shape{1}});
+  }
   /// Updates applied so far (skipped steps not counted): torch's state["step"]. Waits for the GPU.
   std::int64_t steps() const { return read_scalars().steps; }
   /// Sets the step count (resuming from a checkpoint).

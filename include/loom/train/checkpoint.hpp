@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -71,6 +72,11 @@ void save_pretrained_into(const Model& m, const fs::path& dir, const tensor<floa
   for (const auto& p : m.params().params()) {
     // LoRA factors are not BERT weights: transformers would not know them (they go to the PEFT adapter instead).
     if (p.name.find(".lora_") != std::string::npos && !include_adapters) continue;
+    // A model with inf/NaN weights is never written: it would load and predict garbage without a word.
+    const float* v = values.data() + p.offset;
+    LOOM_CHECK(std::all_of(v, v + p.numel(), [](float x) { return x - x == 0; }),
+               (dir / "model.safetensors").string() + ": refusing to write tensor '" + p.name +
+                   "': it holds non-finite values (inf or NaN)");
     std::vector<std::uint64_t> s;
     for (int d = 0; d < p.extents.rank(); ++d) s.push_back(static_cast<std::uint64_t>(p.extents[d]));
     w.add<float>(m.has_classifier() ? hf_name(p.name) : p.name, s,

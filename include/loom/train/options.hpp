@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -34,6 +35,7 @@ struct train_options {
   std::string lora_targets = "query,value";
   bool recompute = false;
   std::string output, resume;
+  bool overwrite_output = false;  ///< a fresh run may replace an earlier run's checkpoints, model and log in `output`
   std::int64_t max_steps = -1;   ///< stop after this many optimizer steps (overrides epochs)
   std::int64_t eval_every = 0;   ///< evaluate every N steps (0: at the end of each epoch)
   int early_stopping = 0;        ///< stop after N evaluations without improvement (0: never)
@@ -42,8 +44,13 @@ struct train_options {
   int save_total_limit = 2;
   std::size_t eval_batch = 0;  ///< 0: 2 x batch
 
+  /// The flags as recorded in a checkpoint (paths absolute, so that --resume compares the files, not the spelling).
   nlohmann::json to_json() const {
-    return {{"model", model_dir}, {"config", config_file}, {"train", train}, {"dev", dev}, {"epochs", epochs},
+    const auto path = [](const std::string& p) {
+      return p.empty() ? p : std::filesystem::absolute(p).lexically_normal().string();
+    };
+    return {{"model", path(model_dir)}, {"config", path(config_file)}, {"train", path(train)}, {"dev", path(dev)},
+            {"dev_split", dev_split}, {"format", format}, {"lora_targets", lora_targets}, {"epochs", epochs},
             {"batch_size", batch}, {"grad_accum", grad_accum}, {"lr", lr}, {"warmup_ratio", warmup_ratio},
             {"weight_decay", weight_decay}, {"max_grad_norm", max_grad_norm}, {"schedule", schedule},
             {"max_seq_len", max_seq_len}, {"precision", precision}, {"device", device}, {"seed", seed},

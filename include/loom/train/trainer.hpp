@@ -21,10 +21,13 @@
 #include "../optim/schedule.hpp"
 #include "../precision/loss_scaler.hpp"
 #include "checkpoint.hpp"
+#include "finite_watch.hpp"
 #include "loader.hpp"
 #include "metrics.hpp"
 #include "options.hpp"
+#include "output_folder.hpp"
 #include "progress.hpp"
+#include "resume_state.hpp"
 #include "sampler.hpp"
 
 namespace loom::train {
@@ -40,7 +43,28 @@ struct prepared_run {
   std::vector<std::string> labels;
   dataset train, dev;
   fs::path resume_from;  ///< the checkpoint --resume names, resolved and checked against `labels` (empty: none)
+  std::optional<resume_state> resume;  ///< its trainer_state.json, checked against this run's data and flags
+  output_lock lock;                    ///< held on --output for the whole run
 };
+
+/// How long a run is: batches per epoch, optimizer steps per epoch (the last may hold fewer micro-batches) and in all.
+struct run_length {
+  std::size_t batches_per_epoch = 0;
+  std::int64_t steps_per_epoch = 0, total_steps = 0;
+};
+inline run_length length_of(const train_options& o, std::size_t train_rows) {
+  run_length l;
+  l.batches_per_epoch = (train_rows + o.batch - 1) / o.batch;
+  l.steps_per_epoch = static_cast<std::int64_t>((l.batches_per_epoch + o.grad_accum - 1) / o.grad_accum);
+  l.total_steps = o.max_steps > 0 ? o.max_steps : l.steps_per_epoch * o.epochs;
+  return l;
+}
+
+/// Whether `a` and `b` name the same folder (after resolving links and dots; false when either is absent).
+inline bool same_folder(const fs::path& a, const fs::path& b) {
+  std::error_code ec;
+  return fs::equivalent(a, b, ec) && !ec;
+}
 
 /// Reads and checks everything: flags, model folder or config, tokenizer, train/dev files, labels.
 inline prepared_run prepare(const train_options& o) {
@@ -101,21 +125,47 @@ inline prepared_run prepare(const train_options& o) {
   r.dev = tokenize(dev_rows, tok, o.max_seq_len, ids);
   r.config.set_labels(r.labels);
   if (!o.resume.empty()) {
-    // The checkpoint must exist and match the data before any model is built.
+    // The checkpoint must exist, be intact and belong to this very run (data, order, schedule, model) before any
+    // model is built: a resumed run that silently skipped or repeated rows would look like a success.
     r.resume_from = resolve_checkpoint(o.resume);
-    std::ifstream in(r.resume_from / "trainer_state.json");
-    const auto meta = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    LOOM_CHECK(!meta.is_discarded() && meta.contains("labels"),
-               (r.resume_from / "trainer_state.json").string() + ": not a loom trainer state");
-    LOOM_CHECK(meta.at("labels").get<std::vector<std::string>>() == r.labels,
-               "--resume " + r.resume_from.string() +
-                   ": the checkpoint was trained with other labels than --train has");
+    r.resume = read_resume_state(r.resume_from);
+    const std::string what = "--resume " + r.resume_from.string();
+    LOOM_CHECK(r.resume->labels == r.labels, what + ": the checkpoint was trained with other labels than --train has");
+    const auto conflicts = resume_conflicts(r.resume->options, o);
+    if (!conflicts.empty()) {
+      std::string list;
+      for (const auto& c : conflicts) list += (list.empty() ? "" : "; ") + c;
+      throw loom::error(what + ": a resumed run must keep the options that decide its data order, schedule and model; "
+                        "these differ: " + list);
+    }
+    LOOM_CHECK(!r.resume->train_rows || *r.resume->train_rows == static_cast<std::int64_t>(r.train.size()),
+               what + ": the checkpoint's run had " + std::to_string(r.resume->train_rows.value_or(0)) +
+                   " training rows, --train " + o.train + " gives " + std::to_string(r.train.size()));
+    const run_length len = length_of(o, r.train.size());
+    check_resume_position(*r.resume, len.batches_per_epoch, len.total_steps);
   }
   // Last, so that a run refused above leaves no folder behind.
   std::error_code ec;
   fs::create_directories(o.output, ec);
   LOOM_CHECK(!ec && fs::is_directory(o.output),
              "--output " + o.output + ": cannot create the folder" + (ec ? " (" + ec.message() + ")" : ""));
+  r.lock = output_lock(o.output);  // refuses a folder another run is using
+  remove_stale_temporaries(o.output);
+  // A fresh run owns its folder: an earlier run's checkpoints would be resumed from by mistake or counted by the
+  // checkpoint rotation (deleting the new run's own), its model and log would pass for this run's.
+  const bool continuing_here = !r.resume_from.empty() && same_folder(r.resume_from.parent_path(), o.output);
+  if (!continuing_here) {
+    const auto earlier = previous_run_files(o.output);
+    if (!earlier.empty() && !o.overwrite_output)
+      throw loom::error("--output " + o.output + " holds an earlier run (" + earlier.front().filename().string() +
+                        (earlier.size() > 1 ? " and " + std::to_string(earlier.size() - 1) + " more" : "") +
+                        "): give --overwrite-output to replace it, --resume " + o.output +
+                        " to continue it, or another --output");
+    for (const auto& p : earlier) {
+      fs::remove_all(p, ec);
+      LOOM_CHECK(!ec, p.string() + ": cannot remove the earlier run's file (" + ec.message() + ")");
+    }
+  }
   return r;
 }
 
@@ -158,12 +208,12 @@ class trainer {
     ao.eps = o_.adam_eps;
     ao.weight_decay = o_.weight_decay;
     optimizer_ = std::make_unique<optim::adamw<Precision, Device>>(model_.params(), ao, optim::hf_decay_ranges(model_.params()));
-    const std::size_t batches = (run_.train.size() + o_.batch - 1) / o_.batch;
-    steps_per_epoch_ = static_cast<std::int64_t>((batches + o_.grad_accum - 1) / o_.grad_accum);
-    total_steps_ = o_.max_steps > 0 ? o_.max_steps : steps_per_epoch_ * o_.epochs;
+    const run_length len = length_of(o_, run_.train.size());
+    steps_per_epoch_ = len.steps_per_epoch;
+    total_steps_ = len.total_steps;
     warmup_steps_ = static_cast<std::int64_t>(std::ceil(o_.warmup_ratio * static_cast<double>(total_steps_)));
     schedule_ = make_schedule(o_.schedule, warmup_steps_, total_steps_);
-    if (!run_.resume_from.empty()) restore(run_.resume_from);  // prepare() made --output and checked the labels
+    if (run_.resume) restore(*run_.resume);  // prepare() checked it against this run
   }
 
   model_t& model() { return model_; }
@@ -187,30 +237,38 @@ class trainer {
       const auto batches = epoch_batches(run_.train, o_.batch, o_.seed, static_cast<std::uint64_t>(epoch_));
       batch_loader<Device> loader(ring, run_.train, batches, batch_in_epoch_, pad_id());
       host_batch hb;
-      int micro = 0;
+      int micro = 0, group = 0;
       while (!stop && loader.next(hb)) {
         // The copy is enqueued, then the slot goes back: the loader refills it once that copy has completed.
         const bert::batch<Device> b = upload(hb);
         loader.release(hb);
-        // fp16: the loss is scaled (a host read of the scale, once per micro-batch); accumulation averages.
-        const float scale = loss_scale() / static_cast<float>(o_.grad_accum);
+        // Accumulation averages over the micro-batches the step really has: an epoch may end inside a group (as
+        // transformers' Trainer, which scales the last group by its own length).
+        if (micro == 0) group = static_cast<int>(std::min<std::size_t>(o_.grad_accum, batches.size() - hb.index));
+        // fp16: the loss is scaled (a host read of the scale, once per micro-batch).
+        const float scale = loss_scale() / static_cast<float>(group);
         model_.forward_loss(b, bert::mode::training, o_.seed, static_cast<std::uint64_t>(micro_step_));
+        watch_.observe(model_.loss(), step_ + 1);
         model_.backward(b, micro == 0 ? autograd::grad_mode::overwrite : autograd::grad_mode::accumulate, scale);
-        assign(loss_sum, loss_sum + model_.loss() * (1.0 / o_.grad_accum));
+        assign(loss_sum, loss_sum + model_.loss() * (1.0 / group));
         sequences_ += b.rows();
         ++micro_step_;
         batch_in_epoch_ = hb.index + 1;
-        if (++micro < o_.grad_accum && batch_in_epoch_ < batches.size()) continue;
+        if (++micro < group) continue;
         micro = 0;
         const double lr = schedule_.lr(o_.lr, step_);
         if constexpr (Precision::loss_scaling) scaler_.unscale(*optimizer_);
         if (o_.max_grad_norm > 0) optim::clip_grad_norm(*optimizer_, static_cast<float>(o_.max_grad_norm));
+        else optimizer_->compute_grad_norm();
+        // fp16's scaler skips the steps whose gradients overflow (that is its job): only its loss is watched.
+        if constexpr (!Precision::loss_scaling) watch_.observe(optimizer_->grad_norm_view(), step_ + 1);
         optimizer_->step(lr);
         if constexpr (Precision::loss_scaling) scaler_.update();
         ++step_;
         ++logged_steps;
         const double epoch_pos = static_cast<double>(epoch_) + static_cast<double>(batch_in_epoch_) / batches.size();
         if (step_ % o_.log_every == 0 || step_ == total_steps_) {
+          stop_if_diverged();
           const double mean_loss = static_cast<double>(to<host>(loss_sum)()) / static_cast<double>(logged_steps);
           assign(loss_sum, 0.0);
           logged_steps = 0;
@@ -226,6 +284,7 @@ class trainer {
         if ((o_.eval_every > 0 && step_ % o_.eval_every == 0) || (o_.eval_every == 0 && epoch_end) ||
             step_ == total_steps_) {
           bar.finish_line();
+          stop_if_diverged();
           last = evaluate_and_save(log, epoch_pos, stop);
           if (epoch_end) {
             ++epoch_;
@@ -241,6 +300,7 @@ class trainer {
       }
     }
     bar.finish_line();
+    stop_if_diverged();
     if (o_.lora_r > 0 && fs::exists(fs::path(o_.output) / "adapter" / "adapter_config.json")) {
       // The output folder gets the best adapter folded into the base weights: an ordinary HF checkpoint.
       bert::load_lora_adapter(model_, fs::path(o_.output) / "adapter");
@@ -304,6 +364,26 @@ class trainer {
     return parameters_f32(model_);
   }
 
+  /// Ends the run with an error if a loss or gradient norm was not finite; called before anything is logged,
+  /// evaluated or saved, so the output folder keeps the last good model and checkpoints.
+  void stop_if_diverged() const {
+    if (const auto bad = watch_.first_bad_step())
+      diverged("the loss or gradient norm of step " + std::to_string(*bad) + " is not finite (inf or NaN)");
+  }
+
+  [[noreturn]] void diverged(const std::string& what) const {
+    fs::path latest;
+    try {
+      latest = resolve_checkpoint(o_.output);
+    } catch (const loom::error&) {
+    }
+    throw loom::error("training diverged: " + what + ", so the run stopped and saved nothing after it; " +
+                      (best_ ? "--output " + o_.output + " keeps the best model of the evaluations before it"
+                             : std::string("no evaluation came before it, so --output holds no model")) +
+                      (latest.empty() ? std::string() : ", the last checkpoint is " + latest.string()) +
+                      " (a lower --lr or --max-grad-norm may help)");
+  }
+
   std::int32_t pad_id() const { return static_cast<std::int32_t>(run_.config.pad_token_id.value_or(0)); }
 
   // One copy of the packed batch on the current stream; from a page-locked slot (CUDA) it is asynchronous, so the
@@ -337,6 +417,9 @@ class trainer {
 
   classification_report evaluate_and_save(std::ofstream& log, double epoch_pos, bool& stop) {
     const auto r = evaluate(run_.dev);
+    // Finite losses and gradients can still leave weights so large that the logits overflow.
+    if (!std::isfinite(r.loss))
+      diverged("the evaluation at step " + std::to_string(step_) + " gave a non-finite loss (the weights blew up)");
     nlohmann::json j = r.to_json(run_.labels);
     j["type"] = "eval";
     j["step"] = step_;
@@ -376,16 +459,15 @@ class trainer {
                {"optimizer_steps", optimizer_->steps()},
                {"loss_scaler", Precision::loss_scaling ? nlohmann::json(scaler_.state()) : nlohmann::json(nullptr)},
                {"labels", run_.labels},
+               {"train_rows", run_.train.size()},
                {"options", o_.to_json()}};
     st.tensors.emplace_back("exp_avg", to<host>(optimizer_->exp_avg()));
     st.tensors.emplace_back("exp_avg_sq", to<host>(optimizer_->exp_avg_sq()));
     save_checkpoint(model_, o_.output, step_, master_values(), run_.vocab, run_.tokenizer_config, st, o_.save_total_limit);
   }
 
-  void restore(const fs::path& dir) {
-    std::ifstream in(dir / "trainer_state.json");
-    LOOM_CHECK(in.good(), (dir / "trainer_state.json").string() + ": cannot read");
-    const auto meta = nlohmann::json::parse(in);
+  void restore(const resume_state& st) {
+    const fs::path& dir = st.dir;
     // The checkpoint's model.safetensors holds the fp32 master values: the model gets them rounded to param_t and
     // the optimizer gets them exactly, so the run continues bit for bit.
     bert::load_safetensors(model_, dir / "model.safetensors");
@@ -410,15 +492,19 @@ class trainer {
       }
       copy(optimizer_->master(), master);
     }
-    optimizer_->set_steps(meta.at("optimizer_steps").get<std::int64_t>());
-    if constexpr (Precision::loss_scaling) scaler_.load_state(meta.at("loss_scaler").get<precision::loss_scaler_state>());
-    step_ = meta.at("step");
-    micro_step_ = meta.at("micro_step");
-    epoch_ = meta.at("epoch");
-    batch_in_epoch_ = meta.at("batch_in_epoch");
-    sequences_ = meta.at("sequences");
-    if (!meta.at("best_metric").is_null()) best_ = meta.at("best_metric").get<double>();
-    evals_without_improvement_ = meta.at("evals_without_improvement");
+    optimizer_->set_steps(st.optimizer_steps);
+    if constexpr (Precision::loss_scaling) {
+      LOOM_CHECK(st.loss_scaler.has_value(), (dir / "trainer_state.json").string() +
+                                                 ": field \"loss_scaler\": missing, which fp16 training needs");
+      scaler_.load_state(*st.loss_scaler);
+    }
+    step_ = st.step;
+    micro_step_ = st.micro_step;
+    epoch_ = st.epoch;
+    batch_in_epoch_ = st.batch_in_epoch;
+    sequences_ = st.sequences;
+    best_ = st.best_metric;
+    evals_without_improvement_ = st.evals_without_improvement;
     std::fprintf(stderr, "loom-bert: resumed from %s at step %lld (epoch %lld, batch %zu)\n", dir.string().c_str(),
                  static_cast<long long>(step_), static_cast<long long>(epoch_), batch_in_epoch_);
   }
@@ -435,7 +521,8 @@ class trainer {
   std::optional<double> best_;
   int evals_without_improvement_ = 0;
   double last_loss_ = 0;
-  std::unique_ptr<staging_ring<Device>> eval_ring_;  // evaluate()'s staging slots, kept between evaluations
+  std::unique_ptr<staging_ring<Device>> eval_ring_;
+  finite_watch<Device> watch_;  // evaluate()'s staging slots, kept between evaluations
 };
 
 }  // namespace loom::train

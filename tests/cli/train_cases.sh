@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# `loom-bert train` hardening cases (issue 10), as a user meets them; registered by tests/cli/train.cmake:
+#   train_cases.sh CASE LOOM_BERT DIR
+#   diverge      --lr 1e30 stops with exit 2 naming the step; the model of the evaluation before it stays, loads and
+#                has finite weights; no checkpoint after it
+#   accumulate   --grad-accum scales by the micro-batches the step really has: 5 batches of 4 accumulated (1000)
+#                log the loss and gradient norm of one batch of 20 (same rows, no dropout)
+#   lock         a second run on a busy --output is refused naming the holder's pid; the first run is unharmed
+#   owner        a fresh run refuses a folder holding an earlier run; --overwrite-output replaces it, and checkpoint
+#                rotation then keeps the new run's checkpoints; a killed save's .tmp-checkpoint-* is removed
+#   resume_state a damaged trainer_state.json (position, types, missing fields) and changed flags are refused,
+#                each naming the file and field or the flag
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/check_training.sh"
+[ $# = 3 ] || fail "usage: train_cases.sh CASE LOOM_BERT DIR"
+CASE=$1
+LOOM_BERT=$(realpath "$2")
+W=$3
+rm -rf "$W"
+make_data "$W"
+
+# expect_error LOG REGEX: the run failed with exit 2 (checked by the caller) and its only error line matches.
+expect_error() {
+  [ "$(grep -c 'error:' "$1")" = 1 ] || fail "expected one error line in $1: $(cat "$1")"
+  tail -n 1 "$1" | grep -Eq "^loom-bert: error: $2" || fail "the error does not match '$2': $(tail -n 1 "$1")"
+}
+
+# run_fails LOG ARGS...: loom-bert ARGS exits 2 (stderr to LOG).
+run_fails() {
+  local log=$1 rc=0
+  shift
+  "$LOOM_BERT" "$@" 2>"$log" >/dev/null || rc=$?
+  [ $rc = 2 ] || fail "loom-bert $* exited $rc, expected 2: $(tail -n 2 "$log")"
+}
+
+case_diverge() {
+  local out=$W/diverge
+  # Warmup makes step 1's rate 0 (its evaluation saves a good model), step 2's 1e30/9: the loss of step 3 is NaN.
+  run_fails "$W/diverge.log" train --model "$ROOT/tests/fixtures/bert/tiny_a" --train "$W/train.tsv" \
+    --dev "$W/dev.tsv" --text-column sentence --max-seq-len 32 --batch-size 8 --epochs 3 --log-every 1 \
+    --lr 1e30 --warmup-ratio 0.5 --eval-every 1 --output "$out"
+  expect_error "$W/diverge.log" "training diverged: the (loss or gradient norm of|evaluation at) step [0-9]+ (is|gave) "
+  local step
+  step=$(tail -n 1 "$W/diverge.log" | grep -Eo 'step [0-9]+' | head -n 1 | grep -Eo '[0-9]+')
+  [ "$step" -ge 2 ] || fail "diverged at step $step, expected after step 1"
+  [ -f "$out/model.safetensors" ] || fail "the best model of step 1 is gone"
+  [ ! -e "$out/checkpoint-$step" ] || fail "checkpoint-$step of the diverged step was written"
+  ! grep -Eq '"loss":(null|nan|NaN|inf)' "$out/metrics.jsonl" || fail "a non-finite loss was logged"
+  [ -z "$(ls -d "$out"/checkpoint-* 2>/dev/null | grep -v "checkpoint-1$")" ] ||
+    fail "checkpoints after step 1: $(ls -d "$out"/checkpoint-*)"
+  # What stays loads and predicts (predict refuses non-finite weights, so this also proves they are finite).
+  "$LOOM_BERT" eval --model "$out" --input "$W/dev.tsv" --text-column sentence --max-seq-len 32 >"$W/eval.json" \
+    2>"$W/eval.log" || fail "loom-bert eval of the kept model: $(cat "$W/eval.log")"
+  grep -q '"accuracy"' "$W/eval.json" || fail "no accuracy from eval: $(cat "$W/eval.json")"
+  # A run that diverges before any evaluation leaves no model.
+  run_fails "$W/early.log" train --model "$ROOT/tests/fixtures/bert/tiny_a" --train "$W/train.tsv" \
+    --dev "$W/dev.tsv" --text-column sentence --max-seq-len 32 --batch-size 8 --lr 1e30 --output "$W/early"
+  expect_error "$W/early.log" "training diverged: .* no evaluation came before it"
+  [ ! -e "$W/early/model.safetensors" ] && [ -z "$(ls -d "$W"/early/checkpoint-* 2>/dev/null)" ] ||
+    fail "a diverged run wrote a model or checkpoint: $(ls "$W/early")"
+  echo "diverge: stopped at step $step; the model of step 1 is kept and evaluates"
+}
+
+# value KEY LINE: a number from a metrics.jsonl line.
+value() { grep -Eo "\"$1\":[-0-9.e+]*" <<<"$2" | cut -d: -f2; }
+
+case_accumulate() {
+  # 20 rows: batches of 4 accumulated over the whole epoch (5 < 1000 micro-batches) against one batch of 20.
+  head -n 21 "$ROOT/data/sst2-sample/train.tsv" >"$W/train20.tsv"
+  sed -E 's/"(attention_probs|hidden)_dropout_prob": [0-9.]+/"\1_dropout_prob": 0.0/' \
+    "$ROOT/tests/fixtures/bert/tiny_a/config.json" >"$W/config.json"
+  ! grep -q '_dropout_prob": 0.1' "$W/config.json" || fail "dropout still on in $W/config.json"
+  local run
+  for run in "a 4 1000" "b 20 1" "c 4 2"; do
+    set -- $run
+    "$LOOM_BERT" train --config "$W/config.json" --vocab "$ROOT/tests/fixtures/bert/tiny_a/vocab.txt" \
+      --train "$W/train20.tsv" --dev "$W/dev.tsv" --text-column sentence --max-seq-len 32 --batch-size "$2" \
+      --grad-accum "$3" --epochs 2 --log-every 1 --lr 1e-3 --schedule constant --output "$W/$1" 2>"$W/$1.log" ||
+      fail "train $run: $(tail -n 1 "$W/$1.log")"
+  done
+  local la lb k
+  for k in 1 2; do
+    la=$(grep '"type":"train"' "$W/a/metrics.jsonl" | sed -n "${k}p")
+    lb=$(grep '"type":"train"' "$W/b/metrics.jsonl" | sed -n "${k}p")
+    for m in loss grad_norm; do
+      awk -v a="$(value $m "$la")" -v b="$(value $m "$lb")" \
+        'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-4 * (b < 0 ? -b : b) + 1e-6) }' ||
+        fail "step $k $m: accumulated $(value $m "$la"), one batch $(value $m "$lb")"
+    done
+  done
+  # --grad-accum 2 over 5 batches: the third step has one micro-batch, and its loss is that batch's mean loss, not
+  # half of it: it stays within the range of the other steps' losses (the unscaled bug logged about half of them).
+  local losses
+  losses=$(grep '"type":"train"' "$W/c/metrics.jsonl" | head -n 3 | grep -Eo '"loss":[-0-9.e+]*' | cut -d: -f2)
+  awk 'NR == 1 { a = $1 } NR == 3 { exit !($1 > 0.75 * a) }' <<<"$losses" ||
+    fail "--grad-accum 2, 5 batches: the epoch's last step logged $(sed -n 3p <<<"$losses") after $(head -n 1 <<<"$losses")"
+  echo "accumulate: 5 micro-batches of 4 = one batch of 20 (loss, grad_norm at steps 1 and 2)"
+}
+
+case_lock() {
+  # A long run (200 epochs of 44 rows) holds the folder while a second run tries it.
+  "$LOOM_BERT" train --model "$ROOT/tests/fixtures/bert/tiny_a" --train "$W/train.tsv" --dev "$W/dev.tsv" \
+    --text-column sentence --max-seq-len 32 --batch-size 8 --epochs 200 --log-every 1000 --output "$W/busy" \
+    2>"$W/first.log" &
+  local first=$! i
+  for i in $(seq 1 600); do
+    [ -s "$W/busy/.loom-lock" ] && break
+    kill -0 $first 2>/dev/null || fail "the first run ended early: $(tail -n 2 "$W/first.log")"
+    sleep 0.1
+  done
+  [ -s "$W/busy/.loom-lock" ] || { kill $first; fail "the first run never took its lock"; }
+  local rc=0
+  "$LOOM_BERT" train --model "$ROOT/tests/fixtures/bert/tiny_a" --train "$W/train.tsv" --dev "$W/dev.tsv" \
+    --text-column sentence --max-seq-len 32 --batch-size 8 --epochs 1 --output "$W/busy" --overwrite-output \
+    2>"$W/second.log" || rc=$?
+  kill -0 $first 2>/dev/null || fail "the first run ended before the second was refused; cannot judge"
+  kill $first
+  wait $first || true
+  [ $rc = 2 ] || fail "the second run on a busy --output exited $rc: $(tail -n 2 "$W/second.log")"
+  expect_error "$W/second.log" "--output $W/busy is in use by another training run \\(pid $first on "
+  echo "lock: $(tail -n 1 "$W/second.log")"
+}
+
+case_owner() {
+  train "$W" "$W/run"
+  train_args=(--model "$ROOT/tests/fixtures/bert/tiny_a" --train "$W/train.tsv" --dev "$W/dev.tsv"
+    --text-column sentence --max-seq-len 32 --batch-size 8 --log-every 1)
+  cp -a "$W/run" "$W/before"
+  run_fails "$W/refused.log" train "${train_args[@]}" --max-steps 4 --output "$W/run"
+  expect_error "$W/refused.log" "--output $W/run holds an earlier run \\(checkpoint-10 and [0-9]+ more\\): give --overwrite-output"
+  diff -r "$W/before" "$W/run" >/dev/null || fail "the refused run changed $W/run"
+  # A killed save's temporary folder, and an overwrite: the new run's checkpoints (2 and 4) are the ones kept.
+  mkdir -p "$W/run/.tmp-checkpoint-7-99999" && touch "$W/run/.tmp-checkpoint-7-99999/model.safetensors"
+  "$LOOM_BERT" train "${train_args[@]}" --max-steps 4 --eval-every 2 --save-total-limit 2 --output "$W/run" \
+    --overwrite-output 2>"$W/overwrite.log" || fail "--overwrite-output: $(tail -n 1 "$W/overwrite.log")"
+  [ "$(cd "$W/run" && ls -d checkpoint-* | sort -t- -k2 -n | tr '\n' ' ')" = "checkpoint-2 checkpoint-4 " ] ||
+    fail "after --overwrite-output the folder holds: $(ls "$W/run" | tr '\n' ' ')"
+  [ "$(cat "$W/run/latest")" = checkpoint-4 ] || fail "latest names $(cat "$W/run/latest")"
+  [ -z "$(find "$W/run" -name '.*' ! -path "$W/run")" ] ||
+    fail "left behind: $(find "$W/run" -name '.*' ! -path "$W/run")"
+  ! grep -q '"step":18' "$W/run/metrics.jsonl" || fail "metrics.jsonl still holds the earlier run's lines"
+  # Resuming into the run's own folder needs no --overwrite-output.
+  "$LOOM_BERT" train "${train_args[@]}" --max-steps 4 --eval-every 2 --save-total-limit 2 --output "$W/run" \
+    --resume "$W/run" 2>"$W/resume.log" || fail "--resume into its own folder: $(tail -n 1 "$W/resume.log")"
+  echo "owner: refused, then replaced with --overwrite-output (checkpoint-2, checkpoint-4 kept)"
+}
+
+case_resume_state() {
+  train "$W" "$W/run"
+  local ck=$W/run/checkpoint-$K n=0
+  # bad NAME SED_EXPRESSION REGEX [FLAGS...]: a copy of the checkpoint with its trainer_state.json edited is refused.
+  bad() {
+    local name=$1 expr=$2 regex=$3
+    shift 3
+    rm -rf "$W/$name" && cp -a "$ck" "$W/$name"
+    [ -z "$expr" ] || sed -E -i "$expr" "$W/$name/trainer_state.json"
+    local flags=("$@")
+    [[ " $* " == *" --batch-size "* ]] || flags+=(--batch-size 8)
+    [[ " $* " == *" --lr "* ]] || flags+=(--lr 3e-4)
+    run_fails "$W/$name.log" train --model "$ROOT/tests/fixtures/bert/tiny_a" --train "$W/train.tsv" \
+      --dev "$W/dev.tsv" --text-column sentence --max-seq-len 32 --epochs 3 --eval-every $K \
+      --log-every 1 --resume "$W/$name" --output "$W/out_$name" "${flags[@]}"
+    expect_error "$W/$name.log" "$regex"
+    [ ! -e "$W/out_$name" ] || fail "the refused resume ($name) created its --output"
+    n=$((n + 1))
+  }
+  local f="$W/[a-z_]+/trainer_state.json: field \""
+  bad negative_batch 's/"batch_in_epoch": [0-9]+/"batch_in_epoch": -3/' "${f}batch_in_epoch\": must not be negative"
+  bad batch_past_end 's/"batch_in_epoch": [0-9]+/"batch_in_epoch": 6/' \
+    "${f}batch_in_epoch\": is 6, but an epoch of this run has 6 batches"
+  bad step_past_end 's/"(micro_)?step": [0-9]+/"\1step": 1000/' "${f}step\": is 1000, past this run's last step 18"
+  bad string_step 's/"step": ([0-9]+)/"step": "\1"/' "${f}step\": must be an integer, got string"
+  bad no_epoch '/"epoch": [0-9]+,/d' "${f}epoch\": required field is missing"
+  bad not_json 's/\{/[/' "$W/[a-z_]+/trainer_state.json: "
+  bad batch_size '' "--resume $W/batch_size: a resumed run must keep .* these differ: --batch-size 4 \\(the checkpoint's run: 8\\)" \
+    --batch-size 4
+  bad seed_lr '' ".*these differ: --seed 7 \\(the checkpoint's run: 42\\); --lr 0.001 \\(the checkpoint's run: 0.0003\\)" \
+    --seed 7 --lr 1e-3
+  # The same --train path with other contents.
+  cp "$W/train.tsv" "$W/train.full.tsv" && head -n 41 "$W/train.full.tsv" >"$W/train.tsv"
+  bad fewer_rows '' "--resume $W/fewer_rows: the checkpoint's run had 44 training rows, --train $W/train.tsv gives 40"
+  mv "$W/train.full.tsv" "$W/train.tsv"
+  echo "resume_state: $n damaged or mismatched resumes refused"
+}
+
+case "$CASE" in
+  diverge | accumulate | lock | owner | resume_state) "case_$CASE" ;;
+  *) fail "unknown case $CASE" ;;
+esac
