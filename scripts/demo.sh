@@ -21,8 +21,8 @@ if [ "$gpu" = 1 ]; then
 else
   run=(--device cpu --precision fp32 --max-steps ${LOOM_DEMO_STEPS:-300})
 fi
-rm -rf out/sst2-demo
 time "$bert" train --model build-demo/models/all-MiniLM-L6-v2 \
   --train data/sst2-sample/train.tsv --dev data/sst2-sample/dev.tsv --text-column sentence --label-column label \
-  --batch-size 32 --lr 1e-4 --warmup-ratio 0.06 --max-seq-len 64 --log-every 10 "${run[@]}" --output out/sst2-demo
+  --batch-size 32 --lr 1e-4 --warmup-ratio 0.06 --max-seq-len 64 --log-every 10 "${run[@]}" --output out/sst2-demo \
+  --overwrite-output  # a second demo replaces the first one's run (without it, train refuses a used folder)
 "$bert" predict --model out/sst2-demo --input examples/sentences.tsv --device "${run[1]}"

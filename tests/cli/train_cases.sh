@@ -130,6 +130,11 @@ case_owner() {
   run_fails "$W/refused.log" train "${train_args[@]}" --max-steps 4 --output "$W/run"
   expect_error "$W/refused.log" "--output $W/run holds an earlier run \\(checkpoint-10 and [0-9]+ more\\): give --overwrite-output"
   diff -r "$W/before" "$W/run" >/dev/null || fail "the refused run changed $W/run"
+  # --overwrite-output never removes what the run starts from.
+  run_fails "$W/self.log" train --model "$W/run/checkpoint-10" "${train_args[@]:2}" --max-steps 4 --output "$W/run" \
+    --overwrite-output
+  expect_error "$W/self.log" "--overwrite-output would remove $W/run/checkpoint-10, which holds $W/run/checkpoint-10/model.safetensors"
+  diff -r "$W/before" "$W/run" >/dev/null || fail "the refused run changed $W/run"
   # A killed save's temporary folder, and an overwrite: the new run's checkpoints (2 and 4) are the ones kept.
   mkdir -p "$W/run/.tmp-checkpoint-7-99999" && touch "$W/run/.tmp-checkpoint-7-99999/model.safetensors"
   "$LOOM_BERT" train "${train_args[@]}" --max-steps 4 --eval-every 2 --save-total-limit 2 --output "$W/run" \

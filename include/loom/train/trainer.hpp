@@ -5,6 +5,7 @@
 // JSONL metrics, early stopping, atomic checkpoints with everything --resume needs to continue bit-exactly.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -64,6 +65,14 @@ inline run_length length_of(const train_options& o, std::size_t train_rows) {
 inline bool same_folder(const fs::path& a, const fs::path& b) {
   std::error_code ec;
   return fs::equivalent(a, b, ec) && !ec;
+}
+
+/// Whether `path` is `root` or lies inside it (after resolving links and dots).
+inline bool within(const fs::path& path, const fs::path& root) {
+  std::error_code ec;
+  const fs::path p = fs::weakly_canonical(path, ec), r = fs::weakly_canonical(root, ec);
+  auto [end_r, end_p] = std::mismatch(r.begin(), r.end(), p.begin(), p.end());
+  return end_r == r.end();
 }
 
 /// Reads and checks everything: flags, model folder or config, tokenizer, train/dev files, labels.
@@ -161,6 +170,12 @@ inline prepared_run prepare(const train_options& o) {
                         (earlier.size() > 1 ? " and " + std::to_string(earlier.size() - 1) + " more" : "") +
                         "): give --overwrite-output to replace it, --resume " + o.output +
                         " to continue it, or another --output");
+    // Never the files this run starts from (--model out/checkpoint-N --output out, --vocab out/vocab.txt, ...).
+    for (const fs::path& input : {r.weights, r.vocab, fs::path(o.config_file)})
+      for (const auto& p : earlier)
+        LOOM_CHECK(input.empty() || !within(input, p),
+                   "--overwrite-output would remove " + p.string() + ", which holds " + input.string() +
+                       " that this run starts from; give another --output");
     for (const auto& p : earlier) {
       fs::remove_all(p, ec);
       LOOM_CHECK(!ec, p.string() + ": cannot remove the earlier run's file (" + ec.message() + ")");
