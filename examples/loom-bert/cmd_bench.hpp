@@ -12,8 +12,10 @@
 #include <loom/core/memory_stats.hpp>
 #include <loom/models/bert/plan.hpp>
 
+#include "bench_ids.hpp"
 #include "cli_checks.hpp"
 #include "runner.hpp"
+#include "standard_output.hpp"
 #include "train_entry.hpp"
 
 namespace loom_bert {
@@ -82,7 +84,7 @@ inline void run_bench(const bench_options& o) {
       b.seq = S;
       // Deterministic non-trivial ids; every row full length (the shape PyTorch's benchmark uses).
       for (std::int64_t i = 0; i < B * S; ++i) {
-        b.input_ids.push_back(static_cast<std::int32_t>(1000 + (i * 7919) % (src.config.vocab_size - 1000)));
+        b.input_ids.push_back(bench_token_id(i, src.config.vocab_size));
         b.token_type_ids.push_back(0);
       }
       b.lengths.assign(static_cast<std::size_t>(B), static_cast<std::int32_t>(S));
@@ -96,7 +98,7 @@ inline void run_bench(const bench_options& o) {
                   name.c_str(), static_cast<long long>(B), static_cast<long long>(S), o.precision.c_str(),
                   o.device.c_str(), graph ? "true" : "false", ms, B / (ms * 1e-3), tflops,
                   static_cast<double>(mem.peak_bytes) / (1ull << 30));
-      std::fflush(stdout);
+      flush_stdout();  // one line per shape, as it is measured; stop at the first lost one
     }
   }
 }
@@ -107,8 +109,8 @@ inline void register_bench(CLI::App& app) {
   sub->add_option("--model", o->model_dir, "model folder (default: random weights)");
   sub->add_option("--config", o->config_file, "a config.json (random weights)");
   sub->add_option("--size", o->size, "base or large, when neither --model nor --config")->capture_default_str();
-  sub->add_option("--batch", o->batches, "batch sizes")->capture_default_str();
-  sub->add_option("--seq", o->seqs, "sequence lengths")->capture_default_str();
+  sub->add_option("--batch", o->batches, "batch sizes")->capture_default_str()->check(sign_check(true));
+  sub->add_option("--seq", o->seqs, "sequence lengths")->capture_default_str()->check(sign_check(true));
   sub->add_option("--iters", o->iters, "forward passes per timed round")->capture_default_str()
       ->check(CLI::Range(1, 100000));
   sub->add_option("--device", o->device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
@@ -117,7 +119,7 @@ inline void register_bench(CLI::App& app) {
   sub->add_flag("--no-graph", o->no_graph, "launch kernels one by one instead of replaying a CUDA graph");
   sub->add_flag("--train", o->train, "time training steps (forward, backward, AdamW) instead of inference");
   sub->add_flag("--recompute", o->recompute, "with --train: recompute activations in backward");
-  sub->add_option("--lora-r", o->lora_r, "with --train: LoRA rank (0: full fine-tuning)");
+  sub->add_option("--lora-r", o->lora_r, "with --train: LoRA rank (0: full fine-tuning)")->check(sign_check(false));
   sub->add_option("--max-grad-norm", o->max_grad_norm,
                   "with --train: clip the global gradient norm every step (default 0: no clipping, as hf_bert.py)")
       ->check(sign_check(false));

@@ -3,7 +3,10 @@
 // loom-bert embed: sentence vectors (mean pooling as sentence-transformers, or [CLS]) as JSONL or .npy.
 #pragma once
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <memory>
 
 #include "model_options.hpp"
@@ -30,7 +33,19 @@ inline std::string npy_bytes(const std::vector<float>& data, std::size_t rows, s
   return out;
 }
 
+/// The format of --output, from its extension in any case: true for .npy, false for JSONL (.jsonl, or - for
+/// standard output). Any other extension is refused rather than written as JSONL under a misleading name.
+inline bool npy_output(const std::string& output) {
+  if (output == "-") return false;
+  std::string ext = std::filesystem::path(output).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  LOOM_CHECK(ext == ".npy" || ext == ".jsonl",
+             "--output " + output + ": unknown extension '" + ext + "' (.npy for NumPy, .jsonl for JSON lines)");
+  return ext == ".npy";
+}
+
 inline void run_embed(const embed_options& o) {
+  const bool npy = npy_output(o.output);  // before any work: a wrong name should not cost a whole run
   const auto dir = o.dir();
   auto tok = o.tokenizer();
   const text_rows rows = read_text_rows(o.input, o.format, o.text_column, o.text_b_column);
@@ -53,7 +68,7 @@ inline void run_embed(const embed_options& o) {
       }
     }
   }
-  if (o.output.ends_with(".npy")) {
+  if (npy) {
     write_output(o.output, npy_bytes(all, rows.a.size(), H));
     return;
   }

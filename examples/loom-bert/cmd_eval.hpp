@@ -25,7 +25,7 @@ inline void run_eval(const eval_options& o) {
   const loom::train::columns cols{o.text_column, o.text_b_column, o.label_column};
   const auto rows = loom::train::read_labelled(o.input, loom::io::table_format_for(o.format, o.input), cols);
   const auto data = loom::train::tokenize(rows, tok, o.seq_limit(src.config), src.config.label2id);
-  std::unique_ptr<runner> r = make_runner(src, o.device, o.precision);
+  std::unique_ptr<runner> r = o.classifier(src);
   const auto C = static_cast<std::size_t>(src.config.num_labels());
   std::vector<std::int32_t> predictions(data.size());
   double loss = 0;

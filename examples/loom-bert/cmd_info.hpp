@@ -3,6 +3,7 @@
 // loom-bert info: a model's sizes, parameter count, FLOPs per sequence and memory plan, before running anything.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -11,12 +12,13 @@
 #include <loom/models/bert/plan.hpp>
 
 #include "cli_checks.hpp"
+#include "runner.hpp"
 
 namespace loom_bert {
 
 struct info_options {
   std::string model_dir, config_file, precision = "bf16";
-  std::int64_t batch = 32, seq = 128;
+  std::int64_t batch = 32, seq = 0;  // seq 0: 128, or the model's max_position_embeddings if fewer
 };
 
 inline void run_info(const info_options& o) {
@@ -24,7 +26,14 @@ inline void run_info(const info_options& o) {
   const std::filesystem::path cfg_path =
       o.config_file.empty() ? std::filesystem::path(o.model_dir) / "config.json" : std::filesystem::path(o.config_file);
   const auto cfg = loom::io::bert_config::load(cfg_path);
+  const std::int64_t seq = o.seq ? o.seq : std::min<std::int64_t>(128, cfg.max_position_embeddings);
+  LOOM_CHECK(seq <= cfg.max_position_embeddings,
+             "--seq " + std::to_string(seq) + " exceeds the model's max_position_embeddings " +
+                 std::to_string(cfg.max_position_embeddings));
   const int bytes = o.precision == "fp32" ? 4 : 2;
+  // Planned before anything is printed: a shape whose plan is out of range fails without a partial report.
+  const loom::bert::memory_plan plans[2] = {loom::bert::plan_memory(cfg, o.batch, seq, bytes, false),
+                                            loom::bert::plan_memory(cfg, o.batch, seq, bytes, true)};
   const auto mib = [](std::int64_t b) { return static_cast<double>(b) / (1 << 20); };
   std::printf("model          %s\n", cfg_path.string().c_str());
   std::printf("architecture   %lld layers, hidden %lld, %lld heads (head dim %lld), intermediate %lld, vocab %lld, "
@@ -35,15 +44,16 @@ inline void run_info(const info_options& o) {
               static_cast<long long>(cfg.max_position_embeddings), static_cast<long long>(cfg.num_labels()));
   std::printf("parameters     %lld (%.1f MiB in %s)\n", static_cast<long long>(loom::bert::parameter_count(cfg)),
               mib(loom::bert::parameter_count(cfg) * bytes), o.precision.c_str());
-  std::printf("policy         precision %s, parallel single\n", o.precision.c_str());
-  const double f = loom::bert::forward_flops(cfg, o.seq);
+  std::printf("policy         precision %s, parallel %s\n", o.precision.c_str(),
+              std::string(parallel_policy::name).c_str());
+  const double f = loom::bert::forward_flops(cfg, seq);
   std::printf("FLOPs/sequence %.3f GFLOP forward, %.3f GFLOP training step (seq %lld)\n", f / 1e9, 3 * f / 1e9,
-              static_cast<long long>(o.seq));
+              static_cast<long long>(seq));
   for (bool training : {false, true}) {
-    const auto m = loom::bert::plan_memory(cfg, o.batch, o.seq, bytes, training);
+    const auto& m = plans[training];
     std::printf("%-14s batch %lld x seq %lld: parameters %.1f MiB, gradients %.1f MiB, optimizer %.1f MiB, "
                 "activations %.1f MiB, total %.1f MiB\n",
-                training ? "training" : "inference", static_cast<long long>(o.batch), static_cast<long long>(o.seq),
+                training ? "training" : "inference", static_cast<long long>(o.batch), static_cast<long long>(seq),
                 mib(m.parameters), mib(m.gradients), mib(m.optimizer), mib(m.activations), mib(m.total()));
   }
 }
@@ -55,7 +65,8 @@ inline void register_info(CLI::App& app) {
   sub->add_option("--config", o->config_file, "a config.json");
   sub->add_option("--batch", o->batch, "batch size for the memory plan")->capture_default_str()
       ->check(sign_check(true));
-  sub->add_option("--seq", o->seq, "sequence length")->capture_default_str()->check(sign_check(true));
+  sub->add_option("--seq", o->seq, "sequence length (default: 128, or max_position_embeddings if fewer)")
+      ->check(sign_check(true));
   sub->add_option("--precision", o->precision, "fp32, bf16 or fp16")->capture_default_str()
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   sub->callback([o] { run_info(*o); });

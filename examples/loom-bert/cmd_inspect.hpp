@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <loom/io/detail/json.hpp>
 #include <loom/io/safetensors.hpp>
 
 namespace loom_bert {
@@ -34,6 +35,15 @@ inline std::string human_bytes(std::uint64_t n) {
   char buf[32];
   std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
   return buf;
+}
+
+/// A name or metadata string for the table: as it is when plainly printable, else as a JSON string literal, so a
+/// control character in a file (an escape sequence, a newline) cannot rewrite the terminal or forge a row.
+inline std::string printable(const std::string& s) {
+  const bool plain = std::none_of(s.begin(), s.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f || c == '"';
+  }) && loom::io::detail::find_invalid_utf8(s) == std::string_view::npos;
+  return plain ? s : loom::io::detail::quote(s);
 }
 
 inline void print_json(const loom::io::safetensors_file& f, std::ostream& out) {
@@ -62,14 +72,14 @@ inline void print_table(const loom::io::safetensors_file& f, std::ostream& out) 
   for (const auto& t : f.tensors()) {
     elements += t.numel();
     data_bytes += t.end - t.begin;
-    name_width = std::max(name_width, t.name.size());
+    name_width = std::max(name_width, printable(t.name).size());
     shape_width = std::max(shape_width, loom::io::detail::shape_string(t.shape).size());
   }
   out << f.path().string() << ": " << f.size() << " tensors, " << elements << " elements, " << human_bytes(data_bytes)
       << " of data (file " << f.file_size() << " bytes, header " << f.view().header_size() << " bytes)\n";
   if (!f.metadata().empty()) {
     out << "metadata:\n";
-    for (const auto& [k, v] : f.metadata()) out << "  " << k << ": " << v << '\n';
+    for (const auto& [k, v] : f.metadata()) out << "  " << printable(k) << ": " << printable(v) << '\n';
   }
   if (f.size() == 0) return;
   auto pad = [](std::string s, std::size_t w) {
@@ -78,7 +88,7 @@ inline void print_table(const loom::io::safetensors_file& f, std::ostream& out) 
   };
   out << pad("name", name_width) << "  " << pad("dtype", 5) << "  " << pad("shape", shape_width) << "  bytes\n";
   for (const auto& t : f.tensors())
-    out << pad(t.name, name_width) << "  " << pad(std::string(loom::io::st_dtype_name(t.dtype)), 5) << "  "
+    out << pad(printable(t.name), name_width) << "  " << pad(std::string(loom::io::st_dtype_name(t.dtype)), 5) << "  "
         << pad(loom::io::detail::shape_string(t.shape), shape_width) << "  " << (t.end - t.begin) << '\n';
 }
 

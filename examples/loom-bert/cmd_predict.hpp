@@ -16,11 +16,7 @@ inline void run_predict(const model_options& o) {
   const auto dir = o.dir();
   auto tok = o.tokenizer();
   const text_rows rows = read_text_rows(o.input, o.format, o.text_column, o.text_b_column);
-  std::unique_ptr<runner> r = make_runner(o.source(/*classifier=*/true), o.device, o.precision);
-  for (const auto& name : r->initialized)
-    LOOM_CHECK(!name.starts_with("classifier."),
-               (dir / "model.safetensors").string() + ": no classification head ('" + name +
-                   "' is missing): fine-tune the model with loom-bert train first, or use loom-bert embed");
+  std::unique_ptr<runner> r = o.classifier(o.source(/*classifier=*/true));
   const auto& cfg = r->cfg();
   const auto enc = encode_rows(tok, rows, o.seq_limit(cfg), !o.no_truncate);
   const auto C = static_cast<std::size_t>(cfg.num_labels());

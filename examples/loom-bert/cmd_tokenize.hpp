@@ -21,6 +21,8 @@
 #include <loom/io/tokenizer_options.hpp>
 #include <loom/io/wordpiece.hpp>
 
+#include "standard_output.hpp"
+
 namespace loom_bert {
 
 namespace tokenize_detail {
@@ -115,9 +117,11 @@ inline void run(const options& o) {
       text += "]}\n";
     }
     out->write(text.data(), static_cast<std::streamsize>(text.size()));
-    if (!*out) throw loom::io::text_error(o.output == "-" ? "<stdout>" : o.output, 0, 0, "write failed");
+    if (out == &std::cout) flush_stdout();  // a failed block stops the run
+    else if (!*out) throw loom::error("--output " + o.output + ": write failed (disk full?)");
   }
-  out->flush();
+  if (file.is_open()) file.close();  // the last block reaches the disk here: its failure is the file's too
+  if (!*out) throw loom::error("--output " + o.output + ": write failed (disk full?)");
   if (reader.skipped() > 0)
     std::cerr << "loom-bert: skipped " << reader.skipped() << " malformed rows of " << reader.source() << "\n";
 }

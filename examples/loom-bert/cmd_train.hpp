@@ -36,7 +36,7 @@ inline void register_train(CLI::App& app) {
       ->check(sign_check(true));
   sub->add_option("--lr", o->lr, "peak learning rate")->capture_default_str()->check(sign_check(true));
   sub->add_option("--warmup-ratio", o->warmup_ratio, "fraction of steps of linear warmup")->capture_default_str()
-      ->check(CLI::Range(0.0, 0.999));
+      ->check(finite_range(0.0, 0.999));
   sub->add_option("--weight-decay", o->weight_decay, "AdamW weight decay (not on biases and LayerNorm)")
       ->capture_default_str()->check(sign_check(false));
   sub->add_option("--max-grad-norm", o->max_grad_norm, "global gradient-norm clip (0: off)")->capture_default_str()
@@ -51,13 +51,16 @@ inline void register_train(CLI::App& app) {
   sub->add_option("--seed", o->seed, "seed of shuffling, dropout and initialisation")->capture_default_str();
   sub->add_option("--lora-r", o->lora_r, "LoRA rank (0: full fine-tuning)")->capture_default_str()
       ->check(sign_check(false));
-  sub->add_option("--lora-alpha", o->lora_alpha, "LoRA alpha")->capture_default_str();
-  sub->add_option("--lora-dropout", o->lora_dropout, "LoRA dropout")->capture_default_str()->check(CLI::Range(0.0, 0.999));
+  sub->add_option("--lora-alpha", o->lora_alpha, "LoRA alpha")->capture_default_str()->check(sign_check(true));
+  sub->add_option("--lora-dropout", o->lora_dropout, "LoRA dropout")->capture_default_str()
+      ->check(finite_range(0.0, 0.999));
   sub->add_option("--lora-targets", o->lora_targets, "comma-separated: query,key,value,attention.output.dense,...")
       ->capture_default_str();
   sub->add_flag("--recompute", o->recompute, "recompute each layer's activations in backward (less memory)");
   sub->add_option("--output", o->output, "folder for the model, checkpoints and metrics.jsonl")->required();
   sub->add_option("--resume", o->resume, "continue from a checkpoint (its folder, or an --output with 'latest')");
+  sub->add_flag("--overwrite-output", o->overwrite_output,
+                "replace an earlier run's checkpoints, model and metrics.jsonl in --output (default: refuse)");
   sub->add_option("--save-total-limit", o->save_total_limit, "checkpoints kept, the newest (0: all)")
       ->capture_default_str()->check(sign_check(false));
   sub->add_option("--max-steps", o->max_steps, "stop after this many optimizer steps")->check(sign_check(true));

@@ -17,6 +17,7 @@
 #include "cmd_predict.hpp"   // defines: register_predict
 #include "cmd_tokenize.hpp"  // defines: register_tokenize
 #include "cmd_train.hpp"     // defines: register_train
+#include "standard_output.hpp"  // defines: flush_stdout
 
 namespace {
 
@@ -30,10 +31,21 @@ int fail(const std::string& message) {
   return 2;
 }
 
+/// --help and --version print to standard output too: a text that did not arrive is a failure there as well.
+int help(const CLI::App& app, const CLI::Error& e) {
+  const int rc = app.exit(e);
+  try {
+    loom_bert::flush_stdout();
+  } catch (const loom::error& err) {
+    return fail(err.what());
+  }
+  return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"loom-bert: BERT tokenization, inspection, training and serving with loom", "loom-bert"};
+  CLI::App app{"loom-bert: BERT tokenization, inspection, training and batch inference with loom", "loom-bert"};
   app.require_subcommand(1);
   loom_bert::register_tokenize(app);
   loom_bert::register_train(app);
@@ -44,13 +56,14 @@ int main(int argc, char** argv) {
   loom_bert::register_bench(app);
   loom_bert::register_inspect(app);
   try {
-    app.parse(argc, argv);  // subcommand callbacks run inside parse
+    app.parse(argc, argv);     // subcommand callbacks run inside parse
+    loom_bert::flush_stdout();  // a result that did not reach standard output is a failure, not exit 0
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return help(app, e);
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return help(app, e);
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    return help(app, e);
   } catch (const CLI::ParseError& e) {
     return fail(e.what());
   } catch (const loom::error& e) {

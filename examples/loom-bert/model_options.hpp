@@ -4,12 +4,14 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 #include <loom/io/tokenizer_options.hpp>
 #include "runner.hpp"
+#include "standard_output.hpp"
 #include "text_batches.hpp"
 
 namespace loom_bert {
@@ -63,8 +65,21 @@ struct model_options {
     const std::size_t n = max_seq_len ? max_seq_len : positions;
     LOOM_CHECK(n <= positions, "--max-seq-len " + std::to_string(n) + " exceeds the model's max_position_embeddings " +
                                    std::to_string(positions));
-    LOOM_CHECK(n >= 2, "--max-seq-len must leave room for [CLS] and [SEP]");
+    // [CLS] and [SEP] take two positions: with fewer than 3 every row would lose all of its text.
+    LOOM_CHECK(n >= 3, "--max-seq-len " + std::to_string(n) + " leaves no room for text beside [CLS] and [SEP] "
+                       "(at least 3)");
     return n;
+  }
+
+  /// The runner of predict and eval. A checkpoint without a classification head is refused: loading it would draw
+  /// a random head, whose labels and metrics would look real.
+  std::unique_ptr<runner> classifier(const model_source& src) const {
+    std::unique_ptr<runner> r = make_runner(src, device, precision);
+    for (const auto& name : r->initialized)
+      LOOM_CHECK(!name.starts_with("classifier."),
+                 src.weights.string() + ": no classification head ('" + name +
+                     "' is missing): fine-tune the model with loom-bert train first, or use loom-bert embed");
+    return r;
   }
 };
 
@@ -72,7 +87,7 @@ struct model_options {
 inline void write_output(const std::string& path, const std::string& text) {
   if (path == "-") {
     std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
+    flush_stdout();
     return;
   }
   std::FILE* f = std::fopen(path.c_str(), "wb");

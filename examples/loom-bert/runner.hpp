@@ -11,8 +11,12 @@
 #include <vector>
 
 #include <loom/io/bert_config.hpp>
+#include <loom/parallel/policy.hpp>
 
 namespace loom_bert {
+
+/// The parallel policy of every model loom-bert builds (runners, training, benchmarks): one process, one device.
+using parallel_policy = loom::parallel::single;
 
 /// A right-padded batch of token ids on the host (row-major [rows, seq]).
 struct token_batch {

@@ -18,7 +18,7 @@ namespace loom_bert {
 template <class Precision, class Device>
 class runner_impl final : public runner {
  public:
-  using model_t = loom::bert::model<Precision, loom::parallel::single, Device>;
+  using model_t = loom::bert::model<Precision, parallel_policy, Device>;
   using T = typename model_t::T;
 
   explicit runner_impl(const model_source& src) : model_(src.config, src.classifier) {

@@ -10,6 +10,9 @@
 #include <loom/models/bert/plan.hpp>
 #include <loom/train/trainer.hpp>
 
+#include "bench_ids.hpp"
+#include "runner.hpp"
+#include "standard_output.hpp"
 #include "train_entry.hpp"
 
 namespace loom_bert {
@@ -27,7 +30,7 @@ void run_training(const loom::train::train_options& o) {
 
 template <class Precision, class Device>
 void run_train_bench(const train_bench_options& o) {
-  using model_t = loom::bert::model<Precision, loom::parallel::single, Device>;
+  using model_t = loom::bert::model<Precision, parallel_policy, Device>;
   model_t m(o.config);
   loom::bert::init_weights(m, 1);
   m.set_recompute(o.recompute);
@@ -40,7 +43,7 @@ void run_train_bench(const train_bench_options& o) {
   loom::optim::adamw<Precision, Device> opt(m.params(), {}, loom::optim::hf_decay_ranges(m.params()));
   loom::tensor<std::int32_t> ids({o.batch, o.seq}), types({o.batch, o.seq}), lengths({o.batch}), labels({o.batch});
   for (loom::index_t i = 0; i < ids.numel(); ++i) {
-    ids.data()[i] = static_cast<std::int32_t>(1000 + (i * 7919) % (o.config.vocab_size - 1000));
+    ids.data()[i] = bench_token_id(i, o.config.vocab_size);
     types.data()[i] = 0;
   }
   for (loom::index_t b = 0; b < o.batch; ++b) {
@@ -79,7 +82,7 @@ void run_train_bench(const train_bench_options& o) {
               static_cast<double>(o.batch) / secs, tflops,
               tflops / 989.0, static_cast<double>(loom::get_memory_stats(dev).peak_bytes) / (1ull << 30),
               static_cast<double>(loom::to<loom::host>(m.loss())()));
-  std::fflush(stdout);
+  flush_stdout();
 }
 
 }  // namespace loom_bert

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # `loom-bert train` hardening cases (issue 10), as a user meets them; registered by tests/cli/train.cmake:
-#   train_cases.sh CASE LOOM_BERT DIR
+#   train_cases.sh CASE LOOM_BERT DIR          env DEVICE (cpu), PRECISION (fp32; accumulate runs fp32 always)
 #   diverge      --lr 1e30 stops with exit 2 naming the step; the model of the evaluation before it stays, loads and
 #                has finite weights; no checkpoint after it
 #   accumulate   --grad-accum scales by the micro-batches the step really has: 5 batches of 4 accumulated (1000)
@@ -19,6 +19,7 @@ LOOM_BERT=$(realpath "$2")
 W=$3
 rm -rf "$W"
 make_data "$W"
+DEV=(--device "$DEVICE" --precision "$PRECISION")  # check_training.sh's DEVICE, PRECISION (cpu, fp32)
 
 # expect_error LOG REGEX: the run failed with exit 2 (checked by the caller) and its only error line matches.
 expect_error() {
@@ -37,7 +38,7 @@ run_fails() {
 case_diverge() {
   local out=$W/diverge
   # Warmup makes step 1's rate 0 (its evaluation saves a good model), step 2's 1e30/9: the loss of step 3 is NaN.
-  run_fails "$W/diverge.log" train --model "$ROOT/tests/fixtures/bert/tiny_a" --train "$W/train.tsv" \
+  run_fails "$W/diverge.log" train "${DEV[@]}" --model "$ROOT/tests/fixtures/bert/tiny_a" --train "$W/train.tsv" \
     --dev "$W/dev.tsv" --text-column sentence --max-seq-len 32 --batch-size 8 --epochs 3 --log-every 1 \
     --lr 1e30 --warmup-ratio 0.5 --eval-every 1 --output "$out"
   expect_error "$W/diverge.log" "training diverged: the (loss or gradient norm of|evaluation at) step [0-9]+ (is|gave) "
@@ -54,7 +55,7 @@ case_diverge() {
     2>"$W/eval.log" || fail "loom-bert eval of the kept model: $(cat "$W/eval.log")"
   grep -q '"accuracy"' "$W/eval.json" || fail "no accuracy from eval: $(cat "$W/eval.json")"
   # A run that diverges before any evaluation leaves no model.
-  run_fails "$W/early.log" train --model "$ROOT/tests/fixtures/bert/tiny_a" --train "$W/train.tsv" \
+  run_fails "$W/early.log" train "${DEV[@]}" --model "$ROOT/tests/fixtures/bert/tiny_a" --train "$W/train.tsv" \
     --dev "$W/dev.tsv" --text-column sentence --max-seq-len 32 --batch-size 8 --lr 1e30 --output "$W/early"
   expect_error "$W/early.log" "training diverged: .* no evaluation came before it"
   [ ! -e "$W/early/model.safetensors" ] && [ -z "$(ls -d "$W"/early/checkpoint-* 2>/dev/null)" ] ||
@@ -74,7 +75,7 @@ case_accumulate() {
   local run
   for run in "a 4 1000" "b 20 1" "c 4 2"; do
     set -- $run
-    "$LOOM_BERT" train --config "$W/config.json" --vocab "$ROOT/tests/fixtures/bert/tiny_a/vocab.txt" \
+    "$LOOM_BERT" train --device "$DEVICE" --config "$W/config.json" --vocab "$ROOT/tests/fixtures/bert/tiny_a/vocab.txt" \
       --train "$W/train20.tsv" --dev "$W/dev.tsv" --text-column sentence --max-seq-len 32 --batch-size "$2" \
       --grad-accum "$3" --epochs 2 --log-every 1 --lr 1e-3 --schedule constant --output "$W/$1" 2>"$W/$1.log" ||
       fail "train $run: $(tail -n 1 "$W/$1.log")"
@@ -100,7 +101,7 @@ case_accumulate() {
 
 case_lock() {
   # A long run (200 epochs of 44 rows) holds the folder while a second run tries it.
-  "$LOOM_BERT" train --model "$ROOT/tests/fixtures/bert/tiny_a" --train "$W/train.tsv" --dev "$W/dev.tsv" \
+  "$LOOM_BERT" train "${DEV[@]}" --model "$ROOT/tests/fixtures/bert/tiny_a" --train "$W/train.tsv" --dev "$W/dev.tsv" \
     --text-column sentence --max-seq-len 32 --batch-size 8 --epochs 200 --log-every 1000 --output "$W/busy" \
     2>"$W/first.log" &
   local first=$! i
@@ -124,14 +125,14 @@ case_lock() {
 
 case_owner() {
   train "$W" "$W/run"
-  train_args=(--model "$ROOT/tests/fixtures/bert/tiny_a" --train "$W/train.tsv" --dev "$W/dev.tsv"
+  train_args=("${DEV[@]}" --model "$ROOT/tests/fixtures/bert/tiny_a" --train "$W/train.tsv" --dev "$W/dev.tsv"
     --text-column sentence --max-seq-len 32 --batch-size 8 --log-every 1)
   cp -a "$W/run" "$W/before"
   run_fails "$W/refused.log" train "${train_args[@]}" --max-steps 4 --output "$W/run"
   expect_error "$W/refused.log" "--output $W/run holds an earlier run \\(checkpoint-10 and [0-9]+ more\\): give --overwrite-output"
   diff -r "$W/before" "$W/run" >/dev/null || fail "the refused run changed $W/run"
   # --overwrite-output never removes what the run starts from.
-  run_fails "$W/self.log" train --model "$W/run/checkpoint-10" "${train_args[@]:2}" --max-steps 4 --output "$W/run" \
+  run_fails "$W/self.log" train --model "$W/run/checkpoint-10" "${DEV[@]}" "${train_args[@]:6}" --max-steps 4 --output "$W/run" \
     --overwrite-output
   expect_error "$W/self.log" "--overwrite-output would remove $W/run/checkpoint-10, which holds $W/run/checkpoint-10/model.safetensors"
   diff -r "$W/before" "$W/run" >/dev/null || fail "the refused run changed $W/run"
@@ -163,7 +164,7 @@ case_resume_state() {
     local flags=("$@")
     [[ " $* " == *" --batch-size "* ]] || flags+=(--batch-size 8)
     [[ " $* " == *" --lr "* ]] || flags+=(--lr 3e-4)
-    run_fails "$W/$name.log" train --model "$ROOT/tests/fixtures/bert/tiny_a" --train "$W/train.tsv" \
+    run_fails "$W/$name.log" train "${DEV[@]}" --model "$ROOT/tests/fixtures/bert/tiny_a" --train "$W/train.tsv" \
       --dev "$W/dev.tsv" --text-column sentence --max-seq-len 32 --epochs 3 --eval-every $K \
       --log-every 1 --resume "$W/$name" --output "$W/out_$name" "${flags[@]}"
     expect_error "$W/$name.log" "$regex"

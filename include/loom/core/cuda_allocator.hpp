@@ -3,8 +3,11 @@
 // CUDA allocation: stream-ordered from the device's memory pool (cudaMallocAsync), counted in memory statistics.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <source_location>
+#include <string>
 
 #include "cuda_check.hpp"
 #include "memory_stats.hpp"
@@ -12,6 +15,20 @@
 namespace loom {
 
 namespace detail {
+/// An allocation's status on `device` (-1: page-locked host memory): running out of memory is loom::out_of_memory
+/// naming the size (as host_allocate throws), anything else a cuda_error. The error is cleared first, so a later
+/// cudaGetLastError does not report it again.
+inline void check_cuda_allocation(cudaError_t status, int device, std::size_t bytes, const char* call,
+                                  std::source_location where = std::source_location::current()) {
+  if (status == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    throw out_of_memory(device < 0 ? std::string("page-locked host memory")
+                                   : "GPU memory on device " + std::to_string(device),
+                        bytes);
+  }
+  check_cuda(status, call, where);
+}
+
 // Keep freed blocks in the pool instead of returning them to the driver at every synchronisation: a training
 // step then allocates from cached memory, like PyTorch's caching allocator.
 inline void configure_pool_once(int device) {
@@ -33,7 +50,8 @@ inline void* cuda_allocate(std::size_t bytes, cudaStream_t stream) {
   LOOM_CUDA_CHECK(cudaGetDevice(&device));
   detail::configure_pool_once(device);
   void* p = nullptr;
-  LOOM_CUDA_CHECK(cudaMallocAsync(&p, bytes, stream));
+  detail::check_cuda_allocation(cudaMallocAsync(&p, bytes, stream), device, bytes,
+                                "cudaMallocAsync(&p, bytes, stream)");
   detail::record_alloc(device, bytes);
   return p;
 }
@@ -53,7 +71,7 @@ namespace loom {
 inline void* cuda_host_allocate(std::size_t bytes) {
   if (bytes == 0) return nullptr;
   void* p = nullptr;
-  LOOM_CUDA_CHECK(cudaMallocHost(&p, bytes));
+  detail::check_cuda_allocation(cudaMallocHost(&p, bytes), -1, bytes, "cudaMallocHost(&p, bytes)");
   detail::record_alloc(-1, bytes);
   return p;
 }

@@ -3,7 +3,9 @@
 // Exceptions and checks: every failure carries what failed, where (file:line) and a readable message.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <source_location>
 #include <stdexcept>
 #include <string>
@@ -44,6 +46,33 @@ class error : public std::runtime_error {
 class invalid_argument : public error {
  public:
   using error::error;
+};
+
+/// An allocation failed. `what()` says where and how much: "out of host memory: cannot allocate 2.0 GiB
+/// (2147483648 bytes)", so a user sees which size was too large, where a bare std::bad_alloc says nothing.
+class out_of_memory : public error {
+ public:
+  /// `memory`: whose memory ran out ("host memory", "GPU memory on device 0").
+  out_of_memory(const std::string& memory, std::size_t bytes)
+      : error("out of " + memory + ": cannot allocate " + human_bytes(bytes) + " (" + std::to_string(bytes) +
+              " bytes)"),
+        bytes_(bytes) {}
+  std::size_t bytes() const noexcept { return bytes_; }
+
+ private:
+  static std::string human_bytes(std::size_t bytes) {
+    const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = static_cast<double>(bytes);
+    int u = 0;
+    while (v >= 1024 && u < 6) {
+      v /= 1024;
+      ++u;
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+    return buf;
+  }
+  std::size_t bytes_;
 };
 
 /// A CUDA runtime/driver, cuBLAS(Lt), CUB or NCCL call failed. `call()` is the failing expression.

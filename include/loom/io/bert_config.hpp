@@ -10,10 +10,12 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include <loom/core/checked_int.hpp>
 #include <loom/io/json_config.hpp>
 
 namespace loom::io {
@@ -28,6 +30,9 @@ namespace loom::io {
 /// - Values transformers only warns about are errors here: hidden_size not a multiple of num_attention_heads,
 ///   sizes <= 0, probabilities outside [0, 1], num_labels disagreeing with id2label, id2label keys other than
 ///   0..n-1, and model_type other than "bert".
+/// - label2id, when the file has it, must be exactly the inverse of id2label (transformers keeps both as written).
+/// - Sizes have upper bounds far above any BERT, and the whole model at most max_parameters, so that nothing
+///   computed from a config (parameter counts, tensor and plan byte sizes) can overflow 64 bits.
 /// - position_embedding_type (dropped from BertConfig in transformers 5) is read with its 4.x default "absolute".
 ///
 /// Fields loom does not know are kept in `extra` and written back unchanged by to_json()/save().
@@ -95,6 +100,21 @@ struct bert_config {
   /// Most labels a config may declare through num_labels alone: each becomes a LABEL_i string, so an absurd count
   /// in a corrupt file must not allocate without bound.
   static constexpr std::int64_t max_labels = 1 << 20;
+
+  /// Most parameters a config may describe: 2^34, about 17 billion (64 GiB in fp32), fifty times BERT-large. Far
+  /// more than any BERT, and small enough that bytes for weights, gradients and optimizer state fit in 64 bits.
+  static constexpr std::int64_t max_parameters = std::int64_t{1} << 34;
+
+  /// Parameters of the encoder (embeddings, layers, pooler) and, with `classifier_head`, the classification head,
+  /// computed without wrapping: overflow() for sizes no validated config has. bert::parameter_count uses it.
+  checked_int checked_parameter_count(bool classifier_head = true) const noexcept {
+    const checked_int H = hidden_size, I = intermediate_size, labels = num_labels();
+    checked_int n = (checked_int(vocab_size) + max_position_embeddings + type_vocab_size) * H + 2 * H;  // + LN
+    n += checked_int(num_hidden_layers) * (3 * (H * H + H) + (H * H + H) + 2 * H + (I * H + I) + (H * I + H) + 2 * H);
+    n += H * H + H;  // pooler
+    if (classifier_head) n += labels * H + labels;
+    return n;
+  }
 
   /// Sets n generic labels LABEL_0..LABEL_{n-1}, as transformers' num_labels setter does.
   void set_num_labels(std::int64_t n) {
@@ -168,19 +188,45 @@ struct bert_config {
   /// Checks the values (not only their types); `source` names the file in errors.
   void validate(const std::string& source = "<bert_config>") const {
     auto fail = [&](const char* field, const std::string& detail) { throw config_error(source, field, detail); };
-    auto positive = [&](const char* field, std::int64_t v) {
+    // Upper bounds far above any BERT (bert-large: hidden 1024, 24 layers, 16 heads, intermediate 4096; multilingual
+    // vocabularies 250k) and low enough that no product of sizes overflows 64 bits; max_parameters then bounds the
+    // model as a whole. A corrupt or hostile size is an error here, not a wrapped count or a huge allocation later.
+    auto size = [&](const char* field, std::int64_t v, std::int64_t limit) {
       if (v <= 0) fail(field, "must be positive, got " + std::to_string(v));
+      if (v > limit) fail(field, std::to_string(v) + " is larger than loom's limit of " + std::to_string(limit));
     };
-    positive("vocab_size", vocab_size);
-    positive("hidden_size", hidden_size);
-    positive("num_hidden_layers", num_hidden_layers);
-    positive("num_attention_heads", num_attention_heads);
-    positive("intermediate_size", intermediate_size);
-    positive("max_position_embeddings", max_position_embeddings);
-    positive("type_vocab_size", type_vocab_size);
+    size("vocab_size", vocab_size, std::int64_t{1} << 23);
+    size("hidden_size", hidden_size, std::int64_t{1} << 16);
+    size("num_hidden_layers", num_hidden_layers, std::int64_t{1} << 10);
+    size("num_attention_heads", num_attention_heads, std::int64_t{1} << 16);
+    size("intermediate_size", intermediate_size, std::int64_t{1} << 18);
+    size("max_position_embeddings", max_position_embeddings, std::int64_t{1} << 20);
+    size("type_vocab_size", type_vocab_size, std::int64_t{1} << 16);
+    // The id that pads every batch is looked up in the word embeddings (torch's padding_idx must be inside too).
+    if (pad_token_id && (*pad_token_id < 0 || *pad_token_id >= vocab_size))
+      fail("pad_token_id", std::to_string(*pad_token_id) + " is not a token id of a vocab_size of " +
+                               std::to_string(vocab_size));
     if (hidden_size % num_attention_heads != 0)
       fail("hidden_size", "hidden_size " + std::to_string(hidden_size) + " is not a multiple of num_attention_heads " +
                               std::to_string(num_attention_heads));
+    if (num_labels() > max_labels)
+      fail("id2label", "has " + std::to_string(num_labels()) + " labels, more than loom's limit of " +
+                           std::to_string(max_labels));
+    if (const checked_int n = checked_parameter_count(); n.overflow() || n.value() > max_parameters) {
+      // Name the size that contributes most, so the message points at the field to fix.
+      const std::int64_t H = hidden_size;
+      const std::pair<const char*, std::int64_t> terms[] = {
+          {"vocab_size", vocab_size * H},
+          {"max_position_embeddings", max_position_embeddings * H},
+          {"num_hidden_layers", num_hidden_layers * (4 * H * H + 2 * intermediate_size * H)},
+          {"id2label", num_labels() * H}};
+      const auto* top = &terms[0];
+      for (const auto& t : terms)
+        if (t.second > top->second) top = &t;
+      fail(top->first, "the sizes describe a model of " +
+                           (n.overflow() ? std::string("more than 2^63") : std::to_string(n.value())) +
+                           " parameters, more than loom's limit of " + std::to_string(max_parameters));
+    }
     auto probability = [&](const char* field, double p) {
       if (!(p >= 0.0 && p <= 1.0)) fail(field, "must be a probability in [0, 1], got " + nlohmann::json(p).dump());
     };
@@ -207,6 +253,7 @@ struct bert_config {
       if (id != expect++)
         fail("id2label", "keys must be 0.." + std::to_string(id2label.size() - 1) + " (one per output of the " +
                              "classifier), but " + std::to_string(expect - 1) + " is missing");
+    check_label_maps(source);
     if (problem_type == "single_label_classification" && num_labels() == 1)
       fail("problem_type", "single_label_classification needs at least 2 labels (use \"regression\" for one output)");
   }
@@ -259,6 +306,28 @@ struct bert_config {
   }
 
  private:
+  /// label2id must be id2label turned around: eval maps the data's label names to ids through label2id and predict
+  /// names its outputs through id2label, so maps that disagree would score one class and report another.
+  void check_label_maps(const std::string& source) const {
+    std::map<std::string, std::int64_t> names;
+    for (const auto& [id, name] : id2label)
+      if (const auto [it, fresh] = names.emplace(name, id); !fresh)
+        throw config_error(source, "id2label",
+                           "label " + detail::quote(name) + " names both id " + std::to_string(it->second) +
+                               " and id " + std::to_string(id) + " (each class needs its own name)");
+    if (names == label2id) return;
+    auto shown = [](const nlohmann::json& j) {
+      std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      return text.size() > 100 ? text.substr(0, 97) + "..." : text;
+    };
+    nlohmann::json ids = nlohmann::json::object(), inverse = nlohmann::json::object();
+    for (const auto& [id, name] : id2label) ids[std::to_string(id)] = name;
+    for (const auto& [name, id] : label2id) inverse[name] = id;
+    throw config_error(source, "label2id",
+                       shown(inverse) + " is not the inverse of id2label " + shown(ids) +
+                           " (eval would read labels by one and predict name them by the other)");
+  }
+
   static void read_labels(detail::field_reader& r, bert_config& c) {
     const nlohmann::json* ids = r.raw("id2label");
     const nlohmann::json* inverse = r.raw("label2id");

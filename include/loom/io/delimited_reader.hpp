@@ -39,7 +39,8 @@ class delimited_reader {
       } else if (s == status::ok) {
         rec.line = start_line;
         rec.fields.resize(index_.size());
-        for (std::size_t i = 0; i < index_.size(); ++i) rec.fields[i] = std::move(fields_[index_[i]]);
+        for (std::size_t i = 0; i < index_.size(); ++i)
+          rec.fields[i] = moves_[i] ? std::move(fields_[index_[i]]) : fields_[index_[i]];
         return true;
       }
       if (options_.malformed == on_malformed::error) throw text_error(source_, start_line, 0, problem_);
@@ -70,6 +71,12 @@ class delimited_reader {
       if (s == status::ok) {
         columns_ = options_.columns;
         index_ = select_columns(header_, columns_, source_, header_line);
+        // A column may be selected twice (the same column as text and label, say): every use gets its value, as
+        // in the JSONL reader, so only its last use may move the field out.
+        moves_.assign(index_.size(), true);
+        for (std::size_t i = 0; i < index_.size(); ++i)
+          for (std::size_t k = i + 1; k < index_.size(); ++k)
+            if (index_[k] == index_[i]) moves_[i] = false;
         return;
       }
     }
@@ -87,6 +94,7 @@ class delimited_reader {
 
   std::vector<std::string> header_, columns_, fields_;
   std::vector<std::size_t> index_;
+  std::vector<bool> moves_;  ///< moves_[i]: the last selection of column index_[i], which may take the field
   std::size_t skipped_ = 0;
 };
 

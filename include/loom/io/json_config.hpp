@@ -51,6 +51,7 @@ inline nlohmann::json parse_json_object(std::string_view text, const std::string
     case failure::byte_order_mark:
       throw config_error(source, {}, "starts with a UTF-8 byte order mark, which JSON readers such as Python's reject");
     case failure::syntax: throw config_error(source, {}, "not valid JSON: " + r.message);
+    case failure::too_deep: throw config_error(source, {}, "JSON " + r.message);
     case failure::duplicate_key: {
       std::string where;
       for (const auto& k : r.duplicate_path) where += (where.empty() ? "" : ".") + k;
@@ -64,7 +65,9 @@ inline nlohmann::json parse_json_object(std::string_view text, const std::string
   return std::move(r.value);
 }
 
-/// Reads and parses a JSON object file. Throws file_error (cannot read) or config_error (naming the file).
+/// Reads and parses a JSON object file (config.json, tokenizer_config.json, trainer_state.json, ...) with the
+/// checks of parse_json_object. Throws file_error (missing, unreadable, not a regular file) or config_error, both
+/// naming the file.
 inline nlohmann::json load_json_object(const std::filesystem::path& path) {
   const mapped_file f = mapped_file::open(path);
   const auto bytes = f.bytes();

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "loom/io/detail/json.hpp"
 #include "loom/io/table.hpp"
 
 namespace loom::io {
@@ -95,6 +96,11 @@ class jsonl_reader {
   }
 
   static bool parse(std::string_view text, json& j, std::string& why) {
+    // The same depth bound as every other JSON loom reads (detail/json.hpp): a deeper line is refused unparsed.
+    if (detail::json_nesting_exceeds(text)) {
+      why = "invalid JSON: " + detail::json_too_deep_message();
+      return false;
+    }
     try {
       j = json::parse(text);
     } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers beyond double

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include <loom/io/file_error.hpp>
+#include <loom/io/regular_file.hpp>
 
 namespace loom::io {
 
@@ -47,25 +48,19 @@ class mapped_file {
   }
   ~mapped_file() { unmap(); }
 
-  /// Maps `path`. Throws file_error naming the path when it cannot be opened, is not a regular file (a directory,
-  /// a FIFO: mapping those fails late or blocks), or cannot be mapped. An empty file maps to an empty span
-  /// (mmap refuses length 0).
+  /// Maps `path`. Throws file_error naming the path when it cannot be opened, is not a regular file (a folder,
+  /// a FIFO: mapping those fails late or blocks; see open_regular_file), or cannot be mapped. An empty file maps to
+  /// an empty span (mmap refuses length 0).
   static mapped_file open(const std::filesystem::path& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw file_error(path, "cannot open for reading", errno);
-    // The descriptor is only needed until the mapping exists; close it on every path out.
-    struct fd_guard {
-      int fd;
-      ~fd_guard() { ::close(fd); }
-    } guard{fd};
+    // The descriptor is only needed until the mapping exists; unique_fd closes it on every path out.
+    const unique_fd fd = open_regular_file(path);
     struct stat st {};
-    if (::fstat(fd, &st) != 0) throw file_error(path, "cannot stat", errno);
-    if (!S_ISREG(st.st_mode)) throw file_error(path, "not a regular file", 0);
+    if (::fstat(fd.get(), &st) != 0) throw file_error(path, "cannot stat", errno);
     mapped_file m;
     m.path_ = path;
     m.size_ = static_cast<std::size_t>(st.st_size);
     if (m.size_ > 0) {
-      void* p = ::mmap(nullptr, m.size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      void* p = ::mmap(nullptr, m.size_, PROT_READ, MAP_PRIVATE, fd.get(), 0);
       if (p == MAP_FAILED) throw file_error(path, "cannot map into memory", errno);
       m.addr_ = p;
     }

@@ -415,6 +415,8 @@ class safetensors_view {
         fail(safetensors_rule::header_not_json, {}, "the header starts with a UTF-8 byte order mark");
       case failure::syntax:
         fail(safetensors_rule::header_not_json, {}, "the header is not valid JSON: " + parsed.message);
+      case failure::too_deep:
+        fail(safetensors_rule::header_not_json, {}, "the header has " + parsed.message);
       case failure::duplicate_key:
         if (parsed.duplicate_path.empty() && parsed.duplicate == "__metadata__")
           fail(safetensors_rule::duplicate_key, {}, "__metadata__ appears more than once in the header");

@@ -8,12 +8,11 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "loom/io/regular_file.hpp"
 #include "loom/io/text_error.hpp"
 #include "loom/io/utf8.hpp"
 
@@ -102,8 +101,11 @@ class string_id_map {
 
 /// A WordPiece vocabulary: token i is line i of vocab.txt.
 ///
-/// Lines are split on '\n' only and never trimmed (bert-base-chinese has the tokens U+2028 and "##U+2028", which
-/// Unicode-aware line splitters and trim functions would eat). A trailing '\r' is kept too, as transformers does.
+/// Lines are split on '\n' and never otherwise trimmed (bert-base-chinese has the tokens U+2028 and "##U+2028",
+/// which Unicode-aware line splitters and trim functions would eat). "\r\n" is one line end: transformers' slow
+/// tokenizer reads vocab.txt in Python's text mode and the fast one with Rust's lines(), and both drop it, so a
+/// vocabulary saved on Windows works there and must work here (kept, the '\r' would make "[UNK]" and every other
+/// token unfindable). A '\r' elsewhere stays part of its token, as in the fast tokenizer.
 /// A duplicated token maps to its last line, like the Python dict transformers builds.
 ///
 /// ```cpp
@@ -123,14 +125,9 @@ class vocab {
   vocab(vocab&&) noexcept = default;
   vocab& operator=(vocab&&) noexcept = default;
 
-  /// Reads vocab.txt. Throws text_error for a missing/unreadable file, invalid UTF-8 (with line:column) or an empty file.
-  static vocab load(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw text_error(path.string(), 0, 0, "cannot open vocabulary file");
-    const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad()) throw text_error(path.string(), 0, 0, "error reading vocabulary file");
-    return from_string(data, path.string());
-  }
+  /// Reads vocab.txt. Throws file_error naming the path when it is missing, unreadable or not a regular file (a
+  /// folder, a FIFO), text_error for invalid UTF-8 (with line:column) or an empty file.
+  static vocab load(const std::filesystem::path& path) { return from_string(read_regular_file(path), path.string()); }
 
   /// Builds a vocabulary from the contents of a vocab.txt; `source` names it in error messages.
   static vocab from_string(std::string_view contents, std::string source = "<vocab>") {
@@ -147,7 +144,9 @@ class vocab {
     while (start < all.size()) {
       std::size_t end = all.find('\n', start);
       if (end == std::string_view::npos) end = all.size();
-      v.tokens_.push_back(all.substr(start, end - start));
+      std::string_view token = all.substr(start, end - start);
+      if (end < all.size() && token.ends_with('\r')) token.remove_suffix(1);  // "\r\n" is one line end
+      v.tokens_.push_back(token);
       start = end + 1;
     }
     if (v.tokens_.empty()) throw text_error(v.source_, 0, 0, "vocabulary is empty");

@@ -14,8 +14,9 @@ struct single {
   static constexpr int world_size = 1;
 };
 
-/// A parallel policy names itself; multi-rank policies (data_parallel, zero<N>, tensor_parallel<N>) add their
-/// collectives. The model code takes the policy as a parameter already, so their parameter ranges stay contiguous.
+/// A parallel policy names itself. `single` is the only one so far: multi-rank policies (data_parallel, zero<N>,
+/// tensor_parallel<N>) are planned, and will add their collectives; the model code takes the policy as a parameter
+/// already, so their parameter ranges stay contiguous.
 template <class P>
 concept policy = requires {
   { P::name } -> std::convertible_to<std::string_view>;

@@ -19,6 +19,7 @@
 
 #include "../io/atomic_file.hpp"
 #include "../io/bert_config.hpp"
+#include "../io/regular_file.hpp"
 #include "../io/safetensors.hpp"
 #include "../io/tokenizer_config.hpp"
 #include "../tensor/copy.hpp"
@@ -83,10 +84,7 @@ void save_pretrained_into(const Model& m, const fs::path& dir, const tensor<floa
                  std::span<const float>(values.data() + p.offset, static_cast<std::size_t>(p.numel())));
   }
   w.write(dir / "model.safetensors");
-  std::ifstream in(vocab, std::ios::binary);
-  LOOM_CHECK(in.good(), vocab.string() + ": cannot read the vocabulary to copy");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  io::write_file_atomically(dir / "vocab.txt", std::string_view(text));
+  io::write_file_atomically(dir / "vocab.txt", std::string_view(io::read_regular_file(vocab)));
   tokenizer.save(dir / "tokenizer_config.json");
 }
 

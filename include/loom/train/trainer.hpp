@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 
+#include "../io/detail/json.hpp"
 #include "../io/tokenizer_options.hpp"
 #include "../models/bert/model.hpp"
 #include "../models/bert/weights.hpp"
@@ -416,9 +417,11 @@ class trainer {
     if (run_.resume_from.empty()) return kept;
     std::ifstream in(path);  // absent: nothing to keep
     for (std::string line; std::getline(in, line);) {
-      const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer() ||
-          j["step"].get<std::int64_t>() <= step_)
+      // Strict parsing (bounded nesting): a damaged line is kept as it is, never a reason to crash a resume.
+      const auto r = io::detail::parse_json_strict(line);
+      const nlohmann::json& j = r.value;
+      if (r.kind != io::detail::json_parse_result::failure::none || !j.is_object() || !j.contains("step") ||
+          !j["step"].is_number_integer() || j["step"].get<std::int64_t>() <= step_)
         kept += line + "\n";
     }
     return kept;

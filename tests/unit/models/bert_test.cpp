@@ -192,13 +192,12 @@ TEST_CASE("a checkpoint without a classifier head gets one initialised as transf
   for (double v : bias) CHECK(v == 0.0);
 }
 
-TEST_CASE("all-MiniLM-L6-v2 mean-pooled embeddings match sentence-transformers", "[bert][parity][minilm]") {
+// Hidden ([.minilm]): CTest runs it as models_minilm_parity, skipped when the weights are absent.
+TEST_CASE("all-MiniLM-L6-v2 mean-pooled embeddings match sentence-transformers", "[bert][parity][.minilm]") {
   const char* env = std::getenv("LOOM_MINILM_DIR");
   const std::filesystem::path dir = env ? env : LOOM_MINILM_DIR;
-  if (!std::filesystem::exists(dir / "model.safetensors")) {
-    WARN("MiniLM weights not found in " << dir << " (scripts/get_minilm.sh fetches them): skipped");
-    return;
-  }
+  INFO("MiniLM weights in " << dir << " (scripts/get_minilm.sh fetches them)");
+  REQUIRE(std::filesystem::exists(dir / "model.safetensors"));
   const auto cfg = bert::config::load(dir / "config.json");
   bert::model<precision::fp32, parallel::single, device> m(cfg, false);
   bert::load_safetensors(m, dir / "model.safetensors");

@@ -56,12 +56,47 @@ inline std::string quote(std::string_view s) {
   return nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+/// Deepest nesting of arrays and objects loom reads. Real files nest a few levels (a config.json 3, a safetensors
+/// header 3); the bound exists because nlohmann's parser is iterative but copying, comparing, dumping and walking a
+/// value recurse once per level, so a document nested a million levels deep would overflow the stack.
+inline constexpr std::size_t max_json_depth = 128;
+
+/// True when `text` opens more than `limit` arrays/objects at once (brackets inside strings do not count). A scan
+/// of the bytes before parsing, so that a deep document is refused before any of its value is built; on text that
+/// is not JSON at all the answer only decides which error is reported.
+inline bool json_nesting_exceeds(std::string_view text, std::size_t limit = max_json_depth) noexcept {
+  std::size_t depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;  // skip the escaped character (\" does not end the string)
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return false;
+}
+
+/// The message for a document json_nesting_exceeds refuses.
+inline std::string json_too_deep_message(std::size_t limit = max_json_depth) {
+  return "arrays/objects nested deeper than " + std::to_string(limit) + " levels (loom's limit)";
+}
+
 /// Outcome of parse_json_strict. `failure` says which check failed; the rest describes it.
 struct json_parse_result {
-  enum class failure : std::uint8_t { none, invalid_utf8, byte_order_mark, syntax, duplicate_key };
+  enum class failure : std::uint8_t { none, invalid_utf8, byte_order_mark, syntax, duplicate_key, too_deep };
   failure kind = failure::none;
   nlohmann::json value;                         // the document when kind == none
-  std::string message;                          // syntax error text, without nlohmann's "[json.exception...]" tag
+  std::string message;                          // syntax error text, without nlohmann's "[json.exception...]" tag;
+                                                // for too_deep, json_too_deep_message()
   std::size_t offset = 0;                       // byte offset of the bad UTF-8 sequence or NUL
   std::string duplicate;                        // the repeated key
   std::vector<std::string> duplicate_path;      // keys from the root to the object holding it ({} = top level)
@@ -70,7 +105,7 @@ struct json_parse_result {
 /// Parses `text` as one JSON document, rejecting what nlohmann would silently accept: a UTF-8 byte order mark
 /// (Python's json and Rust's serde_json refuse it), a NUL byte (nlohmann stops reading there), invalid UTF-8
 /// anywhere, and repeated keys in any object (nlohmann keeps the last one, so a file could show one value to loom
-/// and another to a different reader).
+/// and another to a different reader), and nesting deeper than max_json_depth (see there).
 inline json_parse_result parse_json_strict(std::string_view text) {
   json_parse_result r;
   if (const std::size_t bad = find_invalid_utf8(text); bad != std::string_view::npos) {
@@ -88,6 +123,11 @@ inline json_parse_result parse_json_strict(std::string_view text) {
     r.kind = json_parse_result::failure::syntax;
     r.offset = nul;
     r.message = "NUL byte at offset " + std::to_string(nul) + " (JSON allows none, not even as padding)";
+    return r;
+  }
+  if (json_nesting_exceeds(text)) {
+    r.kind = json_parse_result::failure::too_deep;
+    r.message = json_too_deep_message();
     return r;
   }
   // One frame per open object/array; arrays get a frame too so that pops stay paired.

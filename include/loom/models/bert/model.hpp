@@ -656,8 +656,9 @@ class model {
     matmul(ones_.slice(0, 0, n).reshape({1, n}), dy, dbias.reshape({1, dbias.numel()}), {.beta = beta});
   }
 
-  // Dropout streams: (seed, offset) with the offset unique per step, layer and site, so masks are reproducible
-  // and independent of how a batch is split (element index = position in the tensor).
+  // Dropout streams: (seed, offset) with the offset unique per step, layer and site, so masks are reproducible.
+  // Within a stream an element's draw is keyed by its index in this forward's tensor (local row-major position in
+  // the micro-batch), not by the example: the same rows batched or split differently get different masks.
   struct stream_id {
     std::uint64_t seed, offset;
   };

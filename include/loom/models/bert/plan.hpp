@@ -4,19 +4,19 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
+#include "../../core/error.hpp"
 #include "../../io/bert_config.hpp"
 
 namespace loom::bert {
 
-/// Parameters of the encoder (+ pooler, + classifier head).
+/// Parameters of the encoder (+ pooler, + classifier head). Never wraps: sizes whose count does not fit 64 bits
+/// (which bert_config::validate refuses) are a loom::invalid_argument.
 inline std::int64_t parameter_count(const io::bert_config& c, bool classifier_head = true) {
-  const std::int64_t H = c.hidden_size, I = c.intermediate_size;
-  std::int64_t n = (c.vocab_size + c.max_position_embeddings + c.type_vocab_size) * H + 2 * H;  // embeddings + LN
-  n += c.num_hidden_layers * (3 * (H * H + H) + (H * H + H) + 2 * H + (I * H + I) + (H * I + H) + 2 * H);
-  n += H * H + H;                                                                                    // pooler
-  if (classifier_head) n += c.num_labels() * H + c.num_labels();
-  return n;
+  const checked_int n = c.checked_parameter_count(classifier_head);
+  LOOM_CHECK(!n.overflow(), "the model's sizes give a parameter count beyond 64 bits");
+  return n.value();
 }
 
 /// Multiply-adds counted as 2 FLOPs, for one sequence of `seq` tokens through the encoder, pooler and head
@@ -47,26 +47,35 @@ struct memory_plan {
 /// layer's output.
 inline memory_plan plan_memory(const io::bert_config& c, std::int64_t batch, std::int64_t seq, int param_bytes,
                                bool training, bool classifier_head = true, bool recompute = false) {
-  const std::int64_t P = parameter_count(c, classifier_head);
-  const std::int64_t N = batch * seq, H = c.hidden_size, I = c.intermediate_size, L = c.num_hidden_layers;
-  memory_plan m;
-  m.parameters = P * param_bytes;
+  // Checked arithmetic: batch and seq come from the command line, and a wrapped byte count would print as a small
+  // or negative plan instead of an error.
+  const checked_int P = parameter_count(c, classifier_head), B = param_bytes;
+  const checked_int N = checked_int(batch) * seq, H = c.hidden_size, I = c.intermediate_size, L = c.num_hidden_layers;
+  checked_int parameters = P * B, gradients = 0, optimizer = 0, activations = 0;
   if (training) {
-    m.gradients = P * param_bytes;
-    m.optimizer = P * 4 * 2 + (param_bytes == 4 ? 0 : P * 4);
+    gradients = P * B;
+    optimizer = P * 4 * 2 + (param_bytes == 4 ? checked_int(0) : P * 4);
     // Per layer (bert::layer_acts): qkv 3H, ctx, sum1, h1, sum2, out (5H); inter_pre, inter (2I), in elements;
     // LN statistics and lse in fp32.
-    const std::int64_t per_layer = N * (3 * H + 5 * H + 2 * I) * param_bytes +
-                                   (4 * N + batch * c.num_attention_heads * seq) * 4;
+    const checked_int per_layer =
+        N * (3 * H + 5 * H + 2 * I) * B + (4 * N + checked_int(batch) * c.num_attention_heads * seq) * 4;
     // Embedding output and its LN input (2H); attn_out/ffn_out scratch (H); backward scratch (dx, dsum, dh1, dctx:
     // 4H; dinter: I; dqkv: 3H).
-    const std::int64_t shared = N * (2 * H + H + 4 * H + I + 3 * H) * param_bytes + 2 * N * 4;
+    const checked_int shared = N * (2 * H + H + 4 * H + I + 3 * H) * B + 2 * N * 4;
     // Recomputation: one layer's set (without its output) plus every layer's output and a spare one.
-    m.activations = recompute ? per_layer + L * N * H * param_bytes + shared : L * per_layer + shared;
+    activations = recompute ? per_layer + L * N * H * B + shared : L * per_layer + shared;
   } else {
     // One layer's buffers reused by every layer, plus two alternating outputs and the embedding output.
-    m.activations = N * (3 * H + 3 * H + 2 * I + 3 * H) * param_bytes;
+    activations = N * (3 * H + 3 * H + 2 * I + 3 * H) * B;
   }
+  const checked_int total = parameters + gradients + optimizer + activations;
+  LOOM_CHECK(!total.overflow(), "memory plan for batch " + std::to_string(batch) + " x seq " + std::to_string(seq) +
+                                    " needs more bytes than 64 bits count");
+  memory_plan m;
+  m.parameters = parameters.value();
+  m.gradients = gradients.value();
+  m.optimizer = optimizer.value();
+  m.activations = activations.value();
   return m;
 }
 

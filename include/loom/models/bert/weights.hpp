@@ -3,8 +3,10 @@
 // Loading HuggingFace BERT checkpoints into a bert::model (and HF-style initialisation of what they lack).
 #pragma once
 
+#include <cmath>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "../../io/safetensors.hpp"
@@ -35,6 +37,13 @@ inline const io::st_tensor* find_checkpoint_tensor(const io::safetensors_view& v
     }
   }
   return nullptr;
+}
+
+/// Why a loaded value is not finite: NaN or inf in the file, or a finite value beyond the range of `precision`.
+inline std::string non_finite_what(float v, std::string_view precision) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return std::to_string(v) + " overflows " + std::string(precision);
 }
 
 inline std::string shape_of(const io::st_tensor& t) {
@@ -114,7 +123,13 @@ load_report load_safetensors(model<P, Par, D>& m, const std::filesystem::path& p
                    "; BERT weights must be F32, F16, BF16 or F64");
     const std::vector<float> values = v.to_f32(t->name);
     T* dst = staging.data() + p.offset;
-    for (std::size_t i = 0; i < values.size(); ++i) dst[i] = convert<T>(values[i]);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      dst[i] = convert<T>(values[i]);
+      // Checked here, once per load, because a NaN or inf weight turns every output into NaN without an error.
+      if (!std::isfinite(convert<float>(dst[i])))
+        throw invalid_argument(path.string() + ": tensor '" + t->name + "' has non-finite values (" +
+                               detail::non_finite_what(values[i], P::name) + " at element " + std::to_string(i) + ")");
+    }
     used.push_back(t->name);
   }
   std::sort(used.begin(), used.end());

@@ -1,6 +1,12 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
 // config.json and tokenizer_config.json: real files, transformers' defaults, labels both ways, errors naming fields.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -11,6 +17,7 @@
 
 #include <loom/io/bert_config.hpp>
 #include <loom/io/tokenizer_config.hpp>
+#include <loom/models/bert/plan.hpp>
 
 using loom::io::bert_config;
 using loom::io::bert_tokenizer_config;
@@ -329,4 +336,178 @@ TEST_CASE("tokenizer_config errors name the field", "[io][config][tokenizer]") {
   CHECK(tokenizer_error_field({{"padding_side", "middle"}}) == "padding_side");
   // The legacy name still works.
   CHECK(bert_tokenizer_config::from_json({{"max_len", 256}}).model_max_length == 256);
+}
+
+namespace {
+
+std::string nested_arrays(std::size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+
+// What loading `text` as config.json throws, after checking the error names the file.
+template <class Config>
+std::string load_error_of(const loom_test::temp_dir& dir, const std::string& text) {
+  const auto path = dir / "config.json";
+  loom_test::write_file(path, text);
+  try {
+    (void)Config::load(path);
+  } catch (const config_error& e) {
+    CHECK(e.file() == path.string());
+    return e.what();
+  }
+  return "<no error>";
+}
+
+}  // namespace
+
+TEST_CASE("JSON nested deeper than max_json_depth is refused before it is built", "[io][config][json]") {
+  using loom::io::detail::json_parse_result;
+  using loom::io::detail::max_json_depth;
+  using loom::io::detail::parse_json_strict;
+  CHECK(parse_json_strict(nested_arrays(max_json_depth)).kind == json_parse_result::failure::none);
+  const auto deep = parse_json_strict(nested_arrays(max_json_depth + 1));
+  CHECK(deep.kind == json_parse_result::failure::too_deep);
+  CHECK(deep.message.find("nested deeper than 128 levels") != std::string::npos);
+  // Brackets inside strings, escaped quotes included, are text, not nesting.
+  CHECK(parse_json_strict("[\"\\\"" + std::string(1000, '[') + "\"]").kind == json_parse_result::failure::none);
+  CHECK(parse_json_strict("{\"a\": \"" + std::string(1000, '{') + "\"}").kind == json_parse_result::failure::none);
+
+  // A million levels (about 2 MB): copying or dumping such a value would recurse a million times and overflow the
+  // stack; the file must be refused with one error naming it.
+  loom_test::temp_dir dir;
+  const std::string million = nested_arrays(1000000);
+  std::string config = sizes.dump();
+  config.insert(config.size() - 1, ",\"x\":" + million);
+  const std::string what = load_error_of<bert_config>(dir, config);
+  CHECK(what.find("config.json: JSON arrays/objects nested deeper than 128 levels") != std::string::npos);
+  CHECK(load_error_of<bert_tokenizer_config>(dir, "{\"never_split\": " + million + "}")
+            .find("nested deeper than 128 levels") != std::string::npos);
+  CHECK(load_error_of<bert_config>(dir, million).find("nested deeper") != std::string::npos);
+  // The safetensors header goes through the same parser.
+  const auto st = loom_test::st_parse_failure(loom_test::st_image("{\"__metadata__\": " + million + "}"));
+  CHECK(st.rule == loom::io::safetensors_rule::header_not_json);
+  CHECK(st.message.find("nested deeper than 128 levels") != std::string::npos);
+}
+
+TEST_CASE("sizes beyond loom's limits are errors naming the field; counts never wrap", "[io][config]") {
+  CHECK(error_field(with(sizes, {{"vocab_size", 1LL << 40}})) == "vocab_size");
+  CHECK(error_field(with(sizes, {{"vocab_size", 4611686018427387904LL}})) == "vocab_size");
+  CHECK(error_field(with(sizes, {{"hidden_size", 1LL << 32}})) == "hidden_size");
+  CHECK(error_field(with(sizes, {{"num_hidden_layers", 1LL << 31}})) == "num_hidden_layers");
+  CHECK(error_field(with(sizes, {{"num_attention_heads", 1LL << 40}})) == "num_attention_heads");
+  CHECK(error_field(with(sizes, {{"intermediate_size", 9223372036854775807LL}})) == "intermediate_size");
+  CHECK(error_field(with(sizes, {{"max_position_embeddings", 1LL << 40}})) == "max_position_embeddings");
+  CHECK(error_field(with(sizes, {{"type_vocab_size", 1LL << 40}})) == "type_vocab_size");
+  // The padding id indexes the word embeddings.
+  CHECK(error_field(with(sizes, {{"vocab_size", 100}, {"pad_token_id", 100}})) == "pad_token_id");
+  CHECK(error_field(with(sizes, {{"pad_token_id", -1}})) == "pad_token_id");
+  CHECK_NOTHROW(bert_config::from_json(with(sizes, {{"vocab_size", 100}, {"pad_token_id", 99}})));
+  CHECK_NOTHROW(bert_config::from_json(with(sizes, {{"pad_token_id", nullptr}})));
+  // Each size within its limit, but together beyond max_parameters: the largest contributor is named.
+  CHECK(error_field(with(sizes, {{"vocab_size", 1 << 23}, {"hidden_size", 1 << 16}})) == "vocab_size");
+  CHECK(error_field(with(sizes, {{"num_hidden_layers", 1024}, {"hidden_size", 1 << 16},
+                                 {"intermediate_size", 1 << 18}})) == "num_hidden_layers");
+  try {
+    (void)bert_config::from_json(with(sizes, {{"vocab_size", 1 << 23}, {"hidden_size", 1 << 16}}), "big/config.json");
+    FAIL("no error");
+  } catch (const config_error& e) {
+    CHECK_THAT(e.what(), Catch::Matchers::Contains("more than loom's limit of 17179869184"));
+  }
+
+  // The largest model validate() accepts still counts and plans without wrapping.
+  bert_config c = bert_config::from_json(with(sizes, {{"vocab_size", 250002}, {"hidden_size", 1024},
+                                                      {"num_hidden_layers", 24}, {"num_attention_heads", 16},
+                                                      {"intermediate_size", 4096}}));
+  CHECK(loom::bert::parameter_count(c) > 0);
+  bert_config base = bert_config::from_json(with(sizes, {{"vocab_size", 30522}, {"hidden_size", 768},
+                                                         {"num_hidden_layers", 12}, {"num_attention_heads", 12},
+                                                         {"intermediate_size", 3072}}));
+  CHECK(loom::bert::parameter_count(base, false) == 109482240);  // bert-base-uncased's BertModel, as torch counts
+  const auto plan = loom::bert::plan_memory(base, 32, 128, 2, true);
+  CHECK(plan.total() > plan.parameters);
+  // batch x seq from a command line may still be absurd: an error, not a wrapped plan.
+  CHECK_THROWS_AS(loom::bert::plan_memory(base, 1LL << 40, 1LL << 20, 4, true), loom::invalid_argument);
+  // A config built in code that skipped validate(): parameter_count refuses instead of wrapping.
+  base.vocab_size = 1LL << 62;
+  CHECK_THROWS_AS(loom::bert::parameter_count(base), loom::invalid_argument);
+  CHECK_THROWS_AS(base.validate(), config_error);
+}
+
+TEST_CASE("label2id must be the inverse of id2label", "[io][config]") {
+  const json ids = {{"0", "neg"}, {"1", "pos"}};
+  CHECK(error_field(with(sizes, {{"id2label", ids}, {"label2id", {{"neg", 0}, {"pos", 1}}}})) == "<no error>");
+  CHECK(error_field(with(sizes, {{"id2label", ids}, {"label2id", {{"neg", "0"}, {"pos", "1"}}}})) == "<no error>");
+  CHECK(error_field(with(sizes, {{"id2label", ids}, {"label2id", {{"neg", 1}, {"pos", 0}}}})) == "label2id");
+  CHECK(error_field(with(sizes, {{"id2label", ids}, {"label2id", {{"neg", 0}}}})) == "label2id");
+  CHECK(error_field(with(sizes, {{"id2label", ids}, {"label2id", {{"neg", 0}, {"pos", 1}, {"x", 2}}}})) ==
+        "label2id");
+  CHECK(error_field(with(sizes, {{"id2label", ids}, {"label2id", {{"negative", 0}, {"positive", 1}}}})) ==
+        "label2id");
+  CHECK(error_field(with(sizes, {{"label2id", {{"neg", 0}, {"pos", 1}}}})) == "label2id");  // id2label: LABEL_i
+  CHECK(error_field(with(sizes, {{"id2label", {{"0", "a"}, {"1", "a"}}}})) == "id2label");     // one name, two ids
+  try {
+    (void)bert_config::from_json(with(sizes, {{"id2label", ids}, {"label2id", {{"neg", 1}, {"pos", 0}}}}),
+                                 "m/config.json");
+    FAIL("no error");
+  } catch (const config_error& e) {
+    CHECK_THAT(e.what(), Catch::Matchers::Contains(
+                             R"(m/config.json: field "label2id": {"neg":1,"pos":0} is not the inverse of id2label )"
+                             R"({"0":"neg","1":"pos"})"));
+  }
+  // Maps edited in code are checked too, before save() writes them.
+  bert_config c = bert_config::from_json(with(sizes, {{"id2label", ids}}));
+  c.label2id["neg"] = 1;
+  CHECK_THROWS_AS(c.validate(), config_error);
+}
+
+TEST_CASE("config files that are not regular files are refused by name, without blocking", "[io][config]") {
+  loom_test::temp_dir dir;
+  try {
+    (void)bert_config::load(dir.path());
+    FAIL("no error");
+  } catch (const loom::io::file_error& e) {
+    CHECK_THAT(e.what(), Catch::Matchers::Contains(dir.path().string() + ": is a folder, not a regular file"));
+  }
+  const auto fifo = dir / "config.json";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // Opening a FIFO for reading blocks until a writer comes. If the load blocks, a writer is let in after 5 s so the
+  // test fails instead of hanging.
+  auto loading = std::async(std::launch::async, [&]() -> std::string {
+    try {
+      (void)bert_tokenizer_config::load(fifo);
+    } catch (const loom::io::file_error& e) {
+      return e.what();
+    } catch (const std::exception& e) {
+      return std::string("other error: ") + e.what();
+    }
+    return "<no error>";
+  });
+  const bool blocked = loading.wait_for(std::chrono::seconds(5)) != std::future_status::ready;
+  if (blocked) {
+    const int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (w >= 0) ::close(w);
+  }
+  const std::string what = loading.get();
+  CHECK_FALSE(blocked);
+  CHECK_THAT(what, Catch::Matchers::Contains(fifo.string() + ": is a FIFO (named pipe), not a regular file"));
+  const auto link = dir / "link.json";
+  std::filesystem::create_directory_symlink(dir.path(), link);
+  CHECK_THROWS_WITH(bert_config::load(link), Catch::Matchers::Contains("is a folder"));  // symlinks are followed
+}
+
+TEST_CASE("the config fuzz seeds (real config.json and tokenizer_config.json files) all load", "[io][config][fuzz]") {
+  // fuzz/fuzz_config.cpp and fuzz/fuzz_tokenizer_config.cpp start from these: every one must pass the size limits
+  // and the label-map check, or the fuzzers would only ever explore the error paths.
+  const auto corpus = std::filesystem::path(LOOM_SOURCE_DIR) / "fuzz" / "corpus";
+  std::size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(corpus / "config")) {
+    INFO(e.path().string());
+    const bert_config c = bert_config::load(e.path());
+    CHECK(loom::bert::parameter_count(c) > 0);
+    ++n;
+  }
+  for (const auto& e : std::filesystem::directory_iterator(corpus / "tokenizer_config")) {
+    INFO(e.path().string());
+    CHECK_NOTHROW(bert_tokenizer_config::load(e.path()));
+    ++n;
+  }
+  CHECK(n >= 8);
 }

@@ -3,14 +3,21 @@
 # the regex STDERR on one line (if given). STDIN: file fed to standard input.
 # INFO_LINES: stderr may start with progress lines; the error must be its last line and the only "error:" one.
 # FRESH_OUTPUT: a folder removed before the run that must be absent or empty after it (nothing was written).
-set(opts)
+# OUTPUT_FILE: standard output goes to this file (e.g. /dev/full) instead of being captured; EXPECT_FILE reads it.
+set(opts OUTPUT_VARIABLE out)
+if(OUTPUT_FILE)
+  set(opts OUTPUT_FILE ${OUTPUT_FILE})
+endif()
 if(FRESH_OUTPUT)
   file(REMOVE_RECURSE ${FRESH_OUTPUT})
 endif()
 if(STDIN)
   list(APPEND opts INPUT_FILE ${STDIN})
 endif()
-execute_process(COMMAND ${EXE} ${ARGS} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err ${opts})
+execute_process(COMMAND ${EXE} ${ARGS} RESULT_VARIABLE rc ERROR_VARIABLE err ${opts})
+if(OUTPUT_FILE AND EXPECT_FILE)
+  file(READ ${OUTPUT_FILE} out)
+endif()
 if(NOT "${rc}" STREQUAL "${EXIT}")
   message(FATAL_ERROR "exit code ${rc}, expected ${EXIT}\nstderr: ${err}")
 endif()

@@ -1,10 +1,16 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
 // CSV (RFC 4180), TSV and JSONL readers: synthetic edge cases, malformed rows, limits, and the real data files.
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <utility>
 
 #include "catch.hpp"
 #include "loom/io/table_reader.hpp"
+#include "loom/train/dataset.hpp"
 #include "text_test_util.hpp"
 
 using namespace loom::io;
@@ -151,11 +157,10 @@ TEST_CASE("any_table_reader picks the format at run time", "[io][table]") {
   CHECK_THROWS_WITH(any_table_reader::open("/no/such/file.csv", table_format::csv), Contains("/no/such/file.csv: cannot open file"));
 }
 
-TEST_CASE("real data files: row counts and documented quirks", "[io][csv][tsv][data]") {
-  if (!loom_test::have_data()) {
-    WARN("LOOM_DATA_DIR (" << data_dir().string() << ") not found: real-file reader tests skipped");
-    return;
-  }
+// Hidden ([.data]): CTest runs it as io_text_data_tests, skipped without LOOM_DATA_DIR.
+TEST_CASE("real data files: row counts and documented quirks", "[io][csv][tsv][.data]") {
+  INFO("LOOM_DATA_DIR (" << data_dir().string() << ") not found");
+  REQUIRE(loom_test::have_data());
   SECTION("SST-2: GLUE TSV, trailing space before the tab") {
     auto train = read_all(tsv_reader::open(data_dir() / "sst2" / "train.tsv", {.columns = {"sentence", "label"}}));
     REQUIRE(train.size() == 67349);
@@ -200,4 +205,51 @@ TEST_CASE("real data files: row counts and documented quirks", "[io][csv][tsv][d
     CHECK(empty[0]->fields[1] == "1");
     CHECK(std::all_of(rows.begin(), rows.end(), [](const record& x) { return x.line >= 2 && x.line <= 62775; }));
   }
+}
+
+TEST_CASE("the same column selected for two roles gives both its value, in every format", "[io][csv][tsv][jsonl]") {
+  // --text-column a --text-b-column a, or the text column as the label: each use reads the field (JSONL always
+  // did; CSV/TSV used to move the field into the first use and leave the second empty).
+  const rows_t expected{{"x", "x", "1", "x"}, {"y", "y", "0", "y"}};
+  const table_options opt{.columns = {"a", "a", "b", "a"}};
+  CHECK(all_fields(csv_reader("a,b\nx,1\ny,0\n", "t.csv", opt)) == expected);
+  CHECK(all_fields(tsv_reader("a\tb\nx\t1\ny\t0\n", "t.tsv", opt)) == expected);
+  CHECK(all_fields(jsonl_reader("{\"a\": \"x\", \"b\": 1}\n{\"a\": \"y\", \"b\": 0}\n", "t.jsonl", opt)) == expected);
+  CHECK(all_fields(any_table_reader(csv_reader("a,b\nx,1\n", "t.csv", {.columns = {"b", "b"}}))) ==
+        rows_t{{"1", "1"}});
+
+  // Through the trainer's reader: a pair of the same column, and the label column as the text.
+  const auto dir = std::filesystem::temp_directory_path() / ("loom-io-same-column-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::pair<const char*, std::string> files[] = {{"d.csv", "text,label\nhello,pos\nbye,neg\n"},
+                                                       {"d.tsv", "text\tlabel\nhello\tpos\nbye\tneg\n"},
+                                                       {"d.jsonl", "{\"text\": \"hello\", \"label\": \"pos\"}\n"
+                                                                   "{\"text\": \"bye\", \"label\": \"neg\"}\n"}};
+  for (const auto& [name, contents] : files) {
+    INFO(name);
+    {
+      std::ofstream(dir / name, std::ios::binary) << contents;
+    }
+    const auto format = table_format_for("", dir / name);
+    const auto pair = loom::train::read_labelled((dir / name).string(), format, {.text = "text", .text_b = "text"});
+    CHECK(pair.a == std::vector<std::string>{"hello", "bye"});
+    CHECK(pair.b == std::vector<std::string>{"hello", "bye"});
+    CHECK(pair.labels == std::vector<std::string>{"pos", "neg"});
+    const auto self = loom::train::read_labelled((dir / name).string(), format, {.text = "label", .label = "label"});
+    CHECK(self.a == std::vector<std::string>{"pos", "neg"});
+    CHECK(self.labels == std::vector<std::string>{"pos", "neg"});
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("JSONL: a line nested deeper than max_json_depth is a malformed row, refused unparsed", "[io][jsonl]") {
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  const std::string data = "{\"t\": \"a\"}\n{\"t\": \"b\", \"x\": " + deep + "}\n{\"t\": \"c\"}\n";
+  CHECK_THROWS_WITH(all_fields(jsonl_reader(data, "d.jsonl")),
+                    Contains("d.jsonl:2: invalid JSON: arrays/objects nested deeper than 128 levels"));
+  jsonl_reader skip(data, "d.jsonl", {.malformed = on_malformed::skip});
+  CHECK(all_fields(std::move(skip)) == rows_t{{"a"}, {"c"}});
+  // 128 levels are fine.
+  const std::string ok = "{\"t\": \"a\", \"x\": " + std::string(127, '[') + std::string(127, ']') + "}\n";
+  CHECK(all_fields(jsonl_reader(ok, "d.jsonl", {.columns = {"t"}})) == rows_t{{"a"}});
 }

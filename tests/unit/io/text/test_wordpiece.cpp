@@ -1,6 +1,14 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
 // WordPiece tokenizer: vocabulary loading, the transformers edge-case table, a sweep over all code points, offsets.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <future>
 #include <map>
 #include <set>
 #include <sstream>
@@ -32,15 +40,18 @@ TEST_CASE("vocab splits on LF only and keeps U+2028 tokens", "[io][vocab]") {
   CHECK(u.find("not-a-token") == -1);
 }
 
-TEST_CASE("vocab from a string: CR kept, duplicates keep the last id, tiny vocabularies survive moves", "[io][vocab]") {
-  vocab v = vocab::from_string("a\nb\r\na\n");
-  CHECK(v.size() == 3);
-  CHECK(v.find("b\r") == 1);
+TEST_CASE("vocab from a string: CRLF is one line end, duplicates keep the last id, tiny vocabularies survive moves",
+          "[io][vocab]") {
+  vocab v = vocab::from_string("a\nb\r\na\nc\rd\n");
+  CHECK(v.size() == 4);
+  CHECK(v.find("b") == 1);
+  CHECK(v.find("b\r") == -1);
   CHECK(v.find("a") == 2);
+  CHECK(v.find("c\rd") == 3);  // a lone CR is part of the token, as in transformers' fast tokenizer
   vocab moved = std::move(v);
   CHECK(moved.find("a") == 2);
   const vocab copy = moved;
-  CHECK(copy.find("b\r") == 1);
+  CHECK(copy.find("b") == 1);
   CHECK_THROWS_AS(vocab::from_string(""), text_error);
   CHECK_THROWS_WITH(vocab::from_string("ok\nbad\xff\n", "v.txt"), Catch::Matchers::Contains("v.txt:2:4: invalid UTF-8"));
   CHECK_THROWS_WITH(vocab::load("/no/such/vocab.txt"), Catch::Matchers::Contains("/no/such/vocab.txt"));
@@ -216,4 +227,56 @@ TEST_CASE("long inputs stay linear: huge words, long mark runs", "[io][wordpiece
   std::string cjk;
   for (int i = 0; i < 10000; ++i) cjk += "我爱";
   CHECK(loom_test::chinese().tokenize(cjk).size() == 20000);
+}
+
+TEST_CASE("vocab.txt with CRLF line ends gives the same ids as with LF", "[io][vocab]") {
+  const std::string lf = loom_test::slurp(fixtures() / "vocab_uncased.txt");
+  std::string crlf;
+  for (char c : lf) crlf += c == '\n' ? std::string("\r\n") : std::string(1, c);
+  const auto path = std::filesystem::temp_directory_path() / ("loom-io-crlf-" + std::to_string(::getpid()) + ".txt");
+  {
+    std::ofstream(path, std::ios::binary) << crlf;
+  }
+  const vocab v = vocab::load(path);
+  CHECK(v.size() == 30522);
+  CHECK(v.find("[UNK]") == 100);
+  CHECK(v.find_continuation("ing") == 2075);
+  const wordpiece_tokenizer windows = wordpiece_tokenizer::from_file(path, {});
+  const wordpiece_tokenizer unix_ = wordpiece_tokenizer::from_file(fixtures() / "vocab_uncased.txt", {});
+  std::filesystem::remove(path);
+  for (const char* text : {"Hello, world! Tokenizing unaffable text.", "[CLS] x [SEP] 你好", ""}) {
+    INFO(text);
+    CHECK(windows.encode(text).input_ids == unix_.encode(text).input_ids);
+  }
+}
+
+TEST_CASE("a vocab.txt that is a folder or a FIFO is an error naming it, without blocking", "[io][vocab]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("loom-io-vocab-dir-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "vocab.txt");
+  try {
+    (void)vocab::load(dir / "vocab.txt");
+    FAIL("no error");
+  } catch (const file_error& e) {
+    CHECK_THAT(e.what(), Catch::Matchers::Contains((dir / "vocab.txt").string() + ": is a folder, not a regular file"));
+  }
+  const auto fifo = dir / "fifo.txt";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto loading = std::async(std::launch::async, [&]() -> std::string {
+    try {
+      (void)vocab::load(fifo);
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "<no error>";
+  });
+  // If the load blocks in open(2), a writer is let in after 5 s so the test fails instead of hanging.
+  const bool blocked = loading.wait_for(std::chrono::seconds(5)) != std::future_status::ready;
+  if (blocked) {
+    const int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (w >= 0) ::close(w);
+  }
+  const std::string what = loading.get();
+  std::filesystem::remove_all(dir);
+  CHECK_FALSE(blocked);
+  CHECK_THAT(what, Catch::Matchers::Contains("fifo.txt: is a FIFO (named pipe), not a regular file"));
 }
