@@ -2,8 +2,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: arbitrary bytes as a model's config.json, read by bert_config::load from a file (as loom-bert
 // does), then checked: accepted configs round-trip, their label maps agree, their counts and plans never wrap.
-#include <unistd.h>
-
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -11,29 +9,15 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <system_error>
 
 #include <loom/io/bert_config.hpp>
 #include <loom/models/bert/plan.hpp>
 
+#include "scratch_file.hpp"
+
 namespace {
 
-// One scratch file per process (libFuzzer may run several jobs side by side), rewritten for every input; in
-// /dev/shm where there is one, since a disk-backed temp folder makes each input cost milliseconds.
-struct scratch_file {
-  std::filesystem::path path =
-      (std::filesystem::is_directory("/dev/shm") ? std::filesystem::path("/dev/shm")
-                                                 : std::filesystem::temp_directory_path()) /
-      ("loom-fuzz-config-" + std::to_string(::getpid()) + ".json");
-  ~scratch_file() {
-    std::error_code ec;
-    std::filesystem::remove(path, ec);
-  }
-};
-const std::filesystem::path& scratch() {
-  static const scratch_file f;
-  return f.path;
-}
+const std::filesystem::path& scratch() { return loom_fuzz::scratch_path("config"); }
 
 }  // namespace
 

@@ -2,38 +2,22 @@
 // SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: arbitrary bytes as a model's tokenizer_config.json, read by bert_tokenizer_config::load from a
 // file (as loom-bert does), round-tripped, turned into WordPiece options and used to tokenize.
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <system_error>
 
 #include <loom/io/tokenizer_config.hpp>
 #include <loom/io/tokenizer_options.hpp>
 #include <loom/io/wordpiece.hpp>
 
+#include "scratch_file.hpp"
+
 namespace {
 
-// One scratch file per process (libFuzzer may run several jobs side by side), rewritten for every input; in
-// /dev/shm where there is one, since a disk-backed temp folder makes each input cost milliseconds.
-struct scratch_file {
-  std::filesystem::path path =
-      (std::filesystem::is_directory("/dev/shm") ? std::filesystem::path("/dev/shm")
-                                                 : std::filesystem::temp_directory_path()) /
-      ("loom-fuzz-tokenizer-config-" + std::to_string(::getpid()) + ".json");
-  ~scratch_file() {
-    std::error_code ec;
-    std::filesystem::remove(path, ec);
-  }
-};
-const std::filesystem::path& scratch() {
-  static const scratch_file f;
-  return f.path;
-}
+const std::filesystem::path& scratch() { return loom_fuzz::scratch_path("tokenizer-config"); }
 
 // The usual special tokens plus a few words, so a config naming the standard tokens builds a working tokenizer.
 const char* const vocab_text = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\nworld\n##s\né\ne\n,\n!\n我\n";

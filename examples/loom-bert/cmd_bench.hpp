@@ -78,7 +78,8 @@ inline void run_bench(const bench_options& o) {
   const std::string name = !o.model_dir.empty() ? o.model_dir : !o.config_file.empty() ? o.config_file : o.size;
   for (std::int64_t B : o.batches) {
     for (std::int64_t S : o.seqs) {
-      LOOM_CHECK(S <= src.config.max_position_embeddings, "--seq " + std::to_string(S) + " exceeds max_position_embeddings");
+      LOOM_CHECK(S <= src.config.max_position_embeddings,
+                 "--seq " + std::to_string(S) + " exceeds max_position_embeddings");
       token_batch b;
       b.rows = B;
       b.seq = S;
@@ -105,7 +106,8 @@ inline void run_bench(const bench_options& o) {
 
 inline void register_bench(CLI::App& app) {
   auto o = std::make_shared<bench_options>();
-  CLI::App* sub = app.add_subcommand("bench", "inference latency/throughput (JSON lines, as ../shared/bench/hf_bert.py)");
+  CLI::App* sub =
+      app.add_subcommand("bench", "inference latency/throughput (JSON lines, as ../shared/bench/hf_bert.py)");
   sub->add_option("--model", o->model_dir, "model folder (default: random weights)");
   sub->add_option("--config", o->config_file, "a config.json (random weights)");
   sub->add_option("--size", o->size, "base or large, when neither --model nor --config")->capture_default_str();

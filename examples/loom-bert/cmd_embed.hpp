@@ -59,7 +59,8 @@ inline void run_embed(const embed_options& o) {
     const std::vector<float> v = r->embed(make_batch(enc, idx, tok.pad_id()), p);
     for (std::size_t k = 0; k < idx.size(); ++k) {
       float* dst = all.data() + idx[k] * H;
-      std::copy(v.begin() + static_cast<std::ptrdiff_t>(k * H), v.begin() + static_cast<std::ptrdiff_t>((k + 1) * H), dst);
+      std::copy(v.begin() + static_cast<std::ptrdiff_t>(k * H), v.begin() + static_cast<std::ptrdiff_t>((k + 1) * H),
+                dst);
       if (o.normalize) {
         double norm = 0;
         for (std::size_t h = 0; h < H; ++h) norm += static_cast<double>(dst[h]) * dst[h];

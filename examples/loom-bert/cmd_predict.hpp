@@ -30,8 +30,9 @@ inline void run_predict(const model_options& o) {
       const auto best = static_cast<std::size_t>(row.best);
       std::string& line = lines[idx[k]];
       const auto label = cfg.id2label.find(static_cast<std::int64_t>(best));
-      line = "{\"label\": " + nlohmann::json(label != cfg.id2label.end() ? label->second : std::to_string(best)).dump() +
-             ", \"label_id\": " + std::to_string(best) + ", \"score\": ";
+      line =
+          "{\"label\": " + nlohmann::json(label != cfg.id2label.end() ? label->second : std::to_string(best)).dump() +
+          ", \"label_id\": " + std::to_string(best) + ", \"score\": ";
       append_float(line, static_cast<float>(std::exp(z[best] - row.log_sum_exp)));
       line += ", \"probs\": [";
       for (std::size_t c = 0; c < C; ++c) {

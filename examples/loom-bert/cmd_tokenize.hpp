@@ -134,7 +134,8 @@ inline void run(const options& o) {
 /// loom::error, which main reports as one line and exit code 2.
 inline void register_tokenize(CLI::App& app) {
   auto o = std::make_shared<tokenize_detail::options>();
-  CLI::App* sub = app.add_subcommand("tokenize", "Tokenize a text column of a CSV/TSV/JSONL file into BERT input ids (JSONL)");
+  CLI::App* sub =
+      app.add_subcommand("tokenize", "Tokenize a text column of a CSV/TSV/JSONL file into BERT input ids (JSONL)");
   auto* model = sub->add_option("--model", o->model_dir, "model folder with vocab.txt (and tokenizer_config.json)");
   auto* vocab = sub->add_option("--vocab", o->vocab_file, "WordPiece vocab.txt");
   model->excludes(vocab);
@@ -144,7 +145,8 @@ inline void register_tokenize(CLI::App& app) {
   sub->add_option("--input", o->input, "input file, or - for standard input")->required();
   sub->add_option("--format", o->format, "input format (default: from the file extension)")
       ->check(CLI::IsMember({"csv", "tsv", "jsonl"}));
-  sub->add_option("--text-column", o->text_column, "column (CSV/TSV header name or JSONL key) with the text")->required();
+  sub->add_option("--text-column", o->text_column, "column (CSV/TSV header name or JSONL key) with the text")
+      ->required();
   sub->add_option("--text-b-column", o->text_b_column, "column with the second text of a pair");
   sub->add_option("--max-seq-len", o->max_seq_len, "longest output, special tokens included (default 128)")
       ->check(CLI::Range(std::size_t{3}, std::size_t{1} << 20));

@@ -62,7 +62,8 @@ class runner_impl final : public runner {
       for (int r = 0; r < 5; ++r) {
         const auto t0 = std::chrono::steady_clock::now();
         for (int i = 0; i < iters; ++i) model_.forward(b);
-        rounds.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / iters);
+        rounds.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
+                         iters);
       }
     } else {
 #if LOOM_CUDA_COMPILER

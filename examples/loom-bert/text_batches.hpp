@@ -59,10 +59,12 @@ inline std::vector<loom::io::encoding> encode_rows(const loom::io::wordpiece_tok
 }
 
 /// Row indices grouped into batches of similar length (sorted by length, stable), so padding is minimal.
-inline std::vector<std::vector<std::size_t>> length_batches(const std::vector<loom::io::encoding>& enc, std::size_t batch) {
+inline std::vector<std::vector<std::size_t>> length_batches(const std::vector<loom::io::encoding>& enc,
+                                                            std::size_t batch) {
   std::vector<std::size_t> order(enc.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return enc[x].size() < enc[y].size(); });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t x, std::size_t y) { return enc[x].size() < enc[y].size(); });
   std::vector<std::vector<std::size_t>> out;
   for (std::size_t i = 0; i < order.size(); i += batch)
     out.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(i),

@@ -1,6 +1,6 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
-// atomic_file_writer: replace a file all at once (temporary file + fsync + rename), so readers and crashes never see half.
+// atomic_file_writer: replace a file all at once (temp file + fsync + rename), so readers and crashes never see half.
 #pragma once
 
 #include <fcntl.h>

@@ -233,7 +233,8 @@ struct bert_config {
     probability("hidden_dropout_prob", hidden_dropout_prob);
     probability("attention_probs_dropout_prob", attention_probs_dropout_prob);
     if (classifier_dropout) probability("classifier_dropout", *classifier_dropout);
-    if (!(layer_norm_eps > 0.0)) fail("layer_norm_eps", "must be positive, got " + nlohmann::json(layer_norm_eps).dump());
+    if (!(layer_norm_eps > 0.0))
+      fail("layer_norm_eps", "must be positive, got " + nlohmann::json(layer_norm_eps).dump());
     if (!(initializer_range >= 0.0))
       fail("initializer_range", "must be non-negative, got " + nlohmann::json(initializer_range).dump());
     if (hidden_act.empty()) fail("hidden_act", "must name an activation (e.g. \"gelu\")");

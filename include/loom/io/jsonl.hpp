@@ -1,6 +1,6 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
-// JSON Lines reader: one JSON object per line; string fields (numbers and booleans as their JSON text); keys as columns.
+// JSON Lines reader: one JSON object per line; string fields (numbers and booleans as JSON text); keys as columns.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
-// safetensors: a fully validating reader (mmap or any byte span) and an atomic writer compatible with the Python library.
+// safetensors: a fully validating reader (mmap or any byte span) and an atomic writer matching the Python library.
 #pragma once
 
 // Format (https://github.com/huggingface/safetensors): 8 bytes little-endian u64 N, N bytes of UTF-8 JSON header,
@@ -422,8 +422,8 @@ class safetensors_view {
           fail(safetensors_rule::duplicate_key, {}, "__metadata__ appears more than once in the header");
         if (parsed.duplicate_path.empty())
           fail(safetensors_rule::duplicate_key, parsed.duplicate, "the name appears more than once in the header");
-        fail(safetensors_rule::duplicate_key, parsed.duplicate_path.front() == "__metadata__" ? std::string()
-                                                                                          : parsed.duplicate_path.front(),
+        fail(safetensors_rule::duplicate_key,
+             parsed.duplicate_path.front() == "__metadata__" ? std::string() : parsed.duplicate_path.front(),
              "key " + detail::quote(parsed.duplicate) + " appears more than once in " +
                  (parsed.duplicate_path.front() == "__metadata__" ? std::string("__metadata__")
                                                                   : std::string("its entry")));
@@ -491,7 +491,8 @@ class safetensors_view {
     for (std::size_t i = 0; i < js.size(); ++i) {
       if (!detail::is_non_negative_integer(js[i]))
         fail(safetensors_rule::shape_invalid_dim, name,
-             "shape[" + std::to_string(i) + "] = " + js[i].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+             "shape[" + std::to_string(i) + "] = " +
+                 js[i].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
                  " is not a non-negative integer");
       t.shape.push_back(js[i].get<std::uint64_t>());
     }
@@ -541,7 +542,8 @@ class safetensors_view {
                  " at " + detail::range_string(last->begin, last->end));
       if (t.begin > cursor)
         fail(safetensors_rule::data_gap, t.name,
-             "bytes [" + std::to_string(cursor) + ", " + std::to_string(t.begin) + ") of the data region belong to no tensor (" +
+             "bytes [" + std::to_string(cursor) + ", " + std::to_string(t.begin) +
+                 ") of the data region belong to no tensor (" +
                  (last ? "between " + detail::quote(last->name) + " and this one" : std::string("before this one")) +
                  ")");
       cursor = t.end;
@@ -550,7 +552,8 @@ class safetensors_view {
     if (cursor != data_size)
       fail(safetensors_rule::trailing_bytes, last ? last->name : std::string(),
            std::to_string(data_size - cursor) + " bytes follow the " +
-               (last ? "last tensor (which ends at " + std::to_string(cursor) + ")" : std::string("header, which has no tensors")) +
+               (last ? "last tensor (which ends at " + std::to_string(cursor) + ")"
+                     : std::string("header, which has no tensors")) +
                "; the data region must end with the last tensor");
   }
 

@@ -62,7 +62,8 @@ struct bert_tokenizer_config {
     return fields(a) == fields(b);
   }
 
-  static bert_tokenizer_config from_json(const nlohmann::json& j, const std::string& source = "<tokenizer_config.json>") {
+  static bert_tokenizer_config from_json(const nlohmann::json& j,
+                                         const std::string& source = "<tokenizer_config.json>") {
     if (!j.is_object()) throw config_error(source, {}, "must be a JSON object, not " + detail::json_type_name(j));
     detail::field_reader r(j, source);
     bert_tokenizer_config c;
@@ -135,7 +136,8 @@ struct bert_tokenizer_config {
     put("do_basic_tokenize", do_basic_tokenize, do_basic_tokenize == defaults.do_basic_tokenize);
     put("strip_accents", strip_accents ? nlohmann::json(*strip_accents) : nlohmann::json(nullptr), !strip_accents);
     put("tokenize_chinese_chars", tokenize_chinese_chars, tokenize_chinese_chars == defaults.tokenize_chinese_chars);
-    put("never_split", never_split.empty() ? nlohmann::json(nullptr) : nlohmann::json(never_split), never_split.empty());
+    put("never_split", never_split.empty() ? nlohmann::json(nullptr) : nlohmann::json(never_split),
+        never_split.empty());
     put("padding_side", padding_side, padding_side == defaults.padding_side);
     put("truncation_side", truncation_side, truncation_side == defaults.truncation_side);
     if (tokenizer_class) j["tokenizer_class"] = *tokenizer_class;

@@ -50,7 +50,8 @@ inline bool is_dropped(char32_t cp) noexcept {
 /// transformers `_is_punctuation`: all non-alphanumeric printable ASCII (33-47, 58-64, 91-96, 123-126; so `$`, `+`,
 /// `^` too) and every Unicode category P*.
 inline bool is_punctuation(char32_t cp) noexcept {
-  if (cp < 0x80) return (cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) || (cp >= 123 && cp <= 126);
+  if (cp < 0x80)
+    return (cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) || (cp >= 123 && cp <= 126);
   switch (category(cp)) {
     case UTF8PROC_CATEGORY_PC:
     case UTF8PROC_CATEGORY_PD:
@@ -134,7 +135,8 @@ namespace detail {
 
 inline bool has_decomposition(char32_t cp) noexcept {
   utf8proc_int32_t buf[8];
-  const utf8proc_ssize_t n = utf8proc_decompose_char(static_cast<utf8proc_int32_t>(cp), buf, 8, UTF8PROC_DECOMPOSE, nullptr);
+  const utf8proc_ssize_t n =
+      utf8proc_decompose_char(static_cast<utf8proc_int32_t>(cp), buf, 8, UTF8PROC_DECOMPOSE, nullptr);
   return !(n == 1 && static_cast<char32_t>(buf[0]) == cp);
 }
 
@@ -211,7 +213,9 @@ inline void canonical_order(std::vector<spanned_cp>& v) {
     std::size_t j = i + 1;
     while (j < n && combining_class(v[j].cp) != 0) ++j;
     if (j - i > 1) {
-      auto by_ccc = [](const spanned_cp& a, const spanned_cp& b) { return combining_class(a.cp) < combining_class(b.cp); };
+      auto by_ccc = [](const spanned_cp& a, const spanned_cp& b) {
+        return combining_class(a.cp) < combining_class(b.cp);
+      };
       if (!std::is_sorted(v.begin() + i, v.begin() + j, by_ccc)) std::stable_sort(v.begin() + i, v.begin() + j, by_ccc);
     }
     i = j;
@@ -228,7 +232,8 @@ inline void decompose(const std::vector<spanned_cp>& in, std::vector<spanned_cp>
       out.push_back(c);
       continue;
     }
-    const utf8proc_ssize_t n = utf8proc_decompose_char(static_cast<utf8proc_int32_t>(c.cp), buf, 32, UTF8PROC_DECOMPOSE, nullptr);
+    const utf8proc_ssize_t n =
+        utf8proc_decompose_char(static_cast<utf8proc_int32_t>(c.cp), buf, 32, UTF8PROC_DECOMPOSE, nullptr);
     if (n <= 0 || n > 32) {  // cannot happen for a valid scalar value; keep the character rather than lose it
       out.push_back(c);
       continue;
@@ -244,7 +249,8 @@ inline char32_t compose_pair(char32_t a, char32_t b) noexcept {
   // No canonical composition has a second character below U+0300; in the BMP the table knows which can be second.
   if (b < 0x300 || (b < 0x10000 && !(flags(b) & k_second))) return 0;
   utf8proc_int32_t buf[2] = {static_cast<utf8proc_int32_t>(a), static_cast<utf8proc_int32_t>(b)};
-  const utf8proc_ssize_t n = utf8proc_normalize_utf32(buf, 2, static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  const utf8proc_ssize_t n =
+      utf8proc_normalize_utf32(buf, 2, static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
   return n == 1 ? static_cast<char32_t>(buf[0]) : 0;
 }
 
@@ -314,7 +320,8 @@ inline void lower(std::vector<spanned_cp>& v, std::vector<spanned_cp>& tmp) {
       v[i].cp = final_sigma ? 0x3C2 : 0x3C3;
       continue;
     }
-    if (!(flags(cp) & k_lower_same)) v[i].cp = static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp)));
+    if (!(flags(cp) & k_lower_same))
+      v[i].cp = static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp)));
   }
   if (!expands) return;
   tmp.clear();

@@ -70,7 +70,8 @@ struct encoding {
 /// ```cpp
 /// loom::io::wordpiece_tokenizer tok(loom::io::vocab::load("vocab.txt"));           // uncased defaults
 /// loom::io::encoding e = tok.encode("The cat sat.", "A dog ran!", {.max_length = 128});
-/// std::vector<loom::io::encoding> batch = tok.encode_batch(texts, {}, {.max_length = 128, .pad = loom::io::padding::longest});
+/// std::vector<loom::io::encoding> batch =
+///     tok.encode_batch(texts, {}, {.max_length = 128, .pad = loom::io::padding::longest});
 /// ```
 class wordpiece_tokenizer {
  public:
@@ -98,7 +99,8 @@ class wordpiece_tokenizer {
   /// Token ids of `text` without special tokens (transformers `tokenizer(text, add_special_tokens=False)`), appended
   /// to `ids`; when `offsets` is given, the byte span of each token in `text` is appended there.
   /// Throws text_error on invalid UTF-8.
-  void tokenize(std::string_view text, std::vector<std::int32_t>& ids, std::vector<token_span>* offsets = nullptr) const {
+  void tokenize(std::string_view text, std::vector<std::int32_t>& ids,
+                std::vector<token_span>* offsets = nullptr) const {
     sink s{this, &ids, offsets};
     basic_.run(text, s, local_scratch());
   }
@@ -251,8 +253,9 @@ class wordpiece_tokenizer {
     const std::size_t specials = opt.add_special_tokens ? (b ? 3 : 2) : 0;
     const std::size_t total = ia.size() + ib.size() + specials;
     if (opt.truncate != truncation::none && total > opt.max_length) {
-      LOOM_CHECK(opt.max_length >= specials, "max_length " + std::to_string(opt.max_length) + " leaves no room for the " +
-                                                 std::to_string(specials) + " special tokens");
+      LOOM_CHECK(opt.max_length >= specials, "max_length " + std::to_string(opt.max_length) +
+                                                 " leaves no room for the " + std::to_string(specials) +
+                                                 " special tokens");
       truncate(ia, oa, ib, ob, b != nullptr, total - opt.max_length, opt.truncate);
     }
     encoding e;

@@ -116,7 +116,8 @@ fs::path save_checkpoint(const Model& m, const fs::path& out, std::int64_t step,
     io::write_file_atomically(tmp / "trainer_state.json", std::string_view(state.meta.dump(2) + "\n"));
     detail::fsync_path(tmp);
     if (fs::exists(final_dir))
-      detail::fs_call("cannot replace " + final_dir.string(), [&](std::error_code& ec) { fs::remove_all(final_dir, ec); });
+      detail::fs_call("cannot replace " + final_dir.string(),
+                      [&](std::error_code& ec) { fs::remove_all(final_dir, ec); });
     detail::fs_call("cannot move " + tmp.string() + " to " + final_dir.string(),
                     [&](std::error_code& ec) { fs::rename(tmp, final_dir, ec); });
     detail::fsync_path(out);
@@ -130,7 +131,8 @@ fs::path save_checkpoint(const Model& m, const fs::path& out, std::int64_t step,
     std::vector<std::pair<std::int64_t, fs::path>> found;
     for (const auto& e : fs::directory_iterator(out)) {
       const std::string n = e.path().filename().string();
-      if (e.is_directory() && n.starts_with("checkpoint-") && n.find_first_not_of("0123456789", 11) == std::string::npos)
+      if (e.is_directory() && n.starts_with("checkpoint-") &&
+          n.find_first_not_of("0123456789", 11) == std::string::npos)
         found.emplace_back(std::stoll(n.substr(11)), e.path());
     }
     std::sort(found.rbegin(), found.rend());

@@ -73,7 +73,8 @@ inline std::vector<std::string> label_set(const std::vector<std::string>& labels
            s != "-";
   });
   if (numeric)
-    std::sort(names.begin(), names.end(), [](const std::string& x, const std::string& y) { return std::stoll(x) < std::stoll(y); });
+    std::sort(names.begin(), names.end(),
+              [](const std::string& x, const std::string& y) { return std::stoll(x) < std::stoll(y); });
   return names;
 }
 
@@ -105,13 +106,16 @@ inline dataset tokenize(const labelled_rows& rows, const io::wordpiece_tokenizer
 }
 
 /// A seeded split of rows into (train, dev): `dev_fraction` of the rows, chosen by a shuffle from `seed`.
-inline std::pair<labelled_rows, labelled_rows> split(const labelled_rows& rows, double dev_fraction, std::uint64_t seed) {
-  LOOM_CHECK(dev_fraction > 0 && dev_fraction < 1, "dev fraction must be in (0, 1), got " + std::to_string(dev_fraction));
+inline std::pair<labelled_rows, labelled_rows> split(const labelled_rows& rows, double dev_fraction,
+                                                     std::uint64_t seed) {
+  LOOM_CHECK(dev_fraction > 0 && dev_fraction < 1,
+             "dev fraction must be in (0, 1), got " + std::to_string(dev_fraction));
   std::vector<std::size_t> order(rows.a.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::mt19937_64 gen(seed);
   std::shuffle(order.begin(), order.end(), gen);
-  const auto n_dev = std::max<std::size_t>(1, static_cast<std::size_t>(dev_fraction * static_cast<double>(order.size())));
+  const auto n_dev =
+      std::max<std::size_t>(1, static_cast<std::size_t>(dev_fraction * static_cast<double>(order.size())));
   LOOM_CHECK(n_dev < order.size(), rows.source + ": too few rows (" + std::to_string(order.size()) + ") to split");
   labelled_rows train, dev;
   train.source = dev.source = rows.source;

@@ -1,10 +1,11 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
 // One run per output folder. A run holds an exclusive lock on `<output>/.loom-lock` for its whole life (flock: the
-// kernel drops it when the process dies, however it dies; a clean exit also removes the file), so a second run on the same folder is refused with the
-// holder's pid, host and start time instead of interleaving checkpoints and logs. A fresh run never adopts an older
-// run's checkpoints: it refuses, or with --overwrite-output removes them, so that checkpoint rotation only ever
-// counts its own. Temporary checkpoint folders of a killed save are removed once the lock is held.
+// kernel drops it when the process dies, however it dies; a clean exit also removes the file), so a second run on the
+// same folder is refused with the holder's pid, host and start time instead of interleaving checkpoints and logs. A
+// fresh run never adopts an older run's checkpoints: it refuses, or with --overwrite-output removes them, so that
+// checkpoint rotation only ever counts its own. Temporary checkpoint folders of a killed save are removed once the lock
+// is held.
 #pragma once
 
 #include <fcntl.h>

@@ -25,9 +25,9 @@ class progress_line {
                                       static_cast<double>(total_ - step)
                                 : 0.0;
     if (!tty_ && !force && step % every_ != 0 && step != total_) return;
-    std::fprintf(stderr, "%sstep %lld/%lld  epoch %.2f  loss %.4f  lr %.3e  %.1f seq/s  ETA %s%s", tty_ ? "\r\033[K" : "",
-                 static_cast<long long>(step), static_cast<long long>(total_), epoch, loss, lr, rate,
-                 format_time(eta).c_str(), tty_ ? "" : "\n");
+    std::fprintf(stderr, "%sstep %lld/%lld  epoch %.2f  loss %.4f  lr %.3e  %.1f seq/s  ETA %s%s",
+                 tty_ ? "\r\033[K" : "", static_cast<long long>(step), static_cast<long long>(total_), epoch, loss, lr,
+                 rate, format_time(eta).c_str(), tty_ ? "" : "\n");
     std::fflush(stderr);
   }
   /// Starts measuring from here (after a resume, or after warm-up).

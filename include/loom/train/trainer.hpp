@@ -99,7 +99,8 @@ inline prepared_run prepare(const train_options& o) {
     r.config = io::bert_config::load(d / "config.json");
     r.weights = d / "model.safetensors";
     r.vocab = d / "vocab.txt";
-    if (fs::exists(d / "tokenizer_config.json")) r.tokenizer_config = io::bert_tokenizer_config::load(d / "tokenizer_config.json");
+    if (fs::exists(d / "tokenizer_config.json"))
+      r.tokenizer_config = io::bert_tokenizer_config::load(d / "tokenizer_config.json");
   } else {
     LOOM_CHECK(!o.vocab.empty(), "--config needs --vocab FILE (the WordPiece vocabulary)");
     LOOM_CHECK(fs::exists(o.vocab), "--vocab " + o.vocab + ": file not found");
@@ -203,7 +204,8 @@ class trainer {
       bert::init_weights(model_, o_.seed);
     } else {
       const auto report = bert::load_safetensors(model_, run_.weights, o_.seed, /*reinit_mismatched_head=*/true);
-      for (const auto& n : report.initialized) std::fprintf(stderr, "loom-bert: initialised %s (not in the checkpoint)\n", n.c_str());
+      for (const auto& n : report.initialized)
+        std::fprintf(stderr, "loom-bert: initialised %s (not in the checkpoint)\n", n.c_str());
     }
     model_.set_recompute(o_.recompute);
     // Evaluation measures the function being trained (erf GELU), as transformers' Trainer does, not the 16-bit
@@ -223,7 +225,8 @@ class trainer {
     ao.beta2 = o_.adam_beta2;
     ao.eps = o_.adam_eps;
     ao.weight_decay = o_.weight_decay;
-    optimizer_ = std::make_unique<optim::adamw<Precision, Device>>(model_.params(), ao, optim::hf_decay_ranges(model_.params()));
+    optimizer_ =
+        std::make_unique<optim::adamw<Precision, Device>>(model_.params(), ao, optim::hf_decay_ranges(model_.params()));
     const run_length len = length_of(o_, run_.train.size());
     steps_per_epoch_ = len.steps_per_epoch;
     total_steps_ = len.total_steps;
@@ -350,7 +353,8 @@ class trainer {
       const index_t C = logits.extent(1);
       std::vector<float> z(static_cast<std::size_t>(C));
       for (std::size_t r = 0; r < rows.size(); ++r) {
-        for (index_t c = 0; c < C; ++c) z[static_cast<std::size_t>(c)] = convert<float>(logits(static_cast<index_t>(r), c));
+        for (index_t c = 0; c < C; ++c)
+          z[static_cast<std::size_t>(c)] = convert<float>(logits(static_cast<index_t>(r), c));
         const auto row = summarize_logits(z);
         loss += row.log_sum_exp - z[static_cast<std::size_t>(d.labels[rows[r]])];
         predictions[rows[r]] = row.best;
@@ -481,7 +485,8 @@ class trainer {
                {"options", o_.to_json()}};
     st.tensors.emplace_back("exp_avg", to<host>(optimizer_->exp_avg()));
     st.tensors.emplace_back("exp_avg_sq", to<host>(optimizer_->exp_avg_sq()));
-    save_checkpoint(model_, o_.output, step_, master_values(), run_.vocab, run_.tokenizer_config, st, o_.save_total_limit);
+    save_checkpoint(model_, o_.output, step_, master_values(), run_.vocab, run_.tokenizer_config, st,
+                    o_.save_total_limit);
   }
 
   void restore(const resume_state& st) {

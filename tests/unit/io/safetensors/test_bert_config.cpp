@@ -1,18 +1,15 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
 // config.json and tokenizer_config.json: real files, transformers' defaults, labels both ways, errors naming fields.
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <chrono>
-#include <future>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "catch.hpp"
+#include "fifo_probe.hpp"
 #include "st_test_util.hpp"
 
 #include <loom/io/bert_config.hpp>
@@ -468,24 +465,8 @@ TEST_CASE("config files that are not regular files are refused by name, without 
   }
   const auto fifo = dir / "config.json";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-  // Opening a FIFO for reading blocks until a writer comes. If the load blocks, a writer is let in after 5 s so the
-  // test fails instead of hanging.
-  auto loading = std::async(std::launch::async, [&]() -> std::string {
-    try {
-      (void)bert_tokenizer_config::load(fifo);
-    } catch (const loom::io::file_error& e) {
-      return e.what();
-    } catch (const std::exception& e) {
-      return std::string("other error: ") + e.what();
-    }
-    return "<no error>";
-  });
-  const bool blocked = loading.wait_for(std::chrono::seconds(5)) != std::future_status::ready;
-  if (blocked) {
-    const int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
-    if (w >= 0) ::close(w);
-  }
-  const std::string what = loading.get();
+  const auto [blocked, what] =
+      loom_test::load_fifo_without_hanging(fifo, [&] { (void)bert_tokenizer_config::load(fifo); });
   CHECK_FALSE(blocked);
   CHECK_THAT(what, Catch::Matchers::Contains(fifo.string() + ": is a FIFO (named pipe), not a regular file"));
   const auto link = dir / "link.json";

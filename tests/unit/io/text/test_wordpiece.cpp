@@ -1,14 +1,11 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
 // WordPiece tokenizer: vocabulary loading, the transformers edge-case table, a sweep over all code points, offsets.
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <map>
 #include <set>
 #include <sstream>
@@ -16,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "catch.hpp"
+#include "fifo_probe.hpp"
 #include "loom/io/wordpiece.hpp"
 #include "text_test_util.hpp"
 
@@ -261,21 +259,7 @@ TEST_CASE("a vocab.txt that is a folder or a FIFO is an error naming it, without
   }
   const auto fifo = dir / "fifo.txt";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-  auto loading = std::async(std::launch::async, [&]() -> std::string {
-    try {
-      (void)vocab::load(fifo);
-    } catch (const std::exception& e) {
-      return e.what();
-    }
-    return "<no error>";
-  });
-  // If the load blocks in open(2), a writer is let in after 5 s so the test fails instead of hanging.
-  const bool blocked = loading.wait_for(std::chrono::seconds(5)) != std::future_status::ready;
-  if (blocked) {
-    const int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
-    if (w >= 0) ::close(w);
-  }
-  const std::string what = loading.get();
+  const auto [blocked, what] = loom_test::load_fifo_without_hanging(fifo, [&] { (void)vocab::load(fifo); });
   std::filesystem::remove_all(dir);
   CHECK_FALSE(blocked);
   CHECK_THAT(what, Catch::Matchers::Contains("fifo.txt: is a FIFO (named pipe), not a regular file"));
