@@ -25,7 +25,10 @@ if [ "${LOOM_SANITIZE:-1}" != 0 ]; then
     -DCMAKE_CXX_FLAGS="$san_flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
   cmake --build build-asan -j"$jobs"
   echo "test.sh: sanitizer build took $(( $(date +%s) - san_start )) s" >&2
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1 \
+  ln -sfn ../build/models build-asan/models  # the MiniLM weights fetched above, for its parity test
+  # allocator_may_return_null: loom turns a failed allocation into loom::out_of_memory (tested); by default ASan
+  # would abort before malloc could return null.
+  ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1:strict_string_checks=1:detect_stack_use_after_return=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j"$jobs" -E '^(install_consumer|compile_fail_.*)$'
   echo "test.sh: sanitizer stage took $(( $(date +%s) - san_start )) s" >&2
