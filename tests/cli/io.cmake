@@ -5,10 +5,6 @@
 set(_io_fx ${PROJECT_SOURCE_DIR}/tests/fixtures/bert)
 set(_io_work ${LOOM_CLI_WORK}/io)
 set(_io_in ${_io_fx}/tiny_a/predict_input.tsv)
-find_program(LOOM_CLI_BASH bash)
-if(NOT LOOM_CLI_BASH)
-  return()
-endif()
 
 add_test(NAME cli_io_fixtures
          COMMAND ${LOOM_CLI_BASH} ${CMAKE_CURRENT_LIST_DIR}/io_cases.sh make ${_io_fx} ${_io_work} ${LOOM_CLI_EXE})

@@ -4,10 +4,6 @@
 set(_out_fx ${PROJECT_SOURCE_DIR}/tests/fixtures/bert)
 set(_out_work ${LOOM_CLI_WORK}/output)
 set(_out_in ${_out_fx}/tiny_a/predict_input.tsv)
-find_program(LOOM_CLI_BASH bash)
-if(NOT LOOM_CLI_BASH)
-  return()
-endif()
 
 # Modified copies of the fixtures (a NaN weight, small vocabularies, a control character in a name), made at test time.
 add_test(NAME cli_out_fixtures COMMAND ${LOOM_CLI_BASH} ${CMAKE_CURRENT_LIST_DIR}/output_cases.sh make ${_out_fx}
