@@ -28,9 +28,15 @@ endif()
 
 # loom_add_test(NAME name SOURCES a.cpp ... [LIBS ...] [LABELS ...] [NO_CTEST])
 # One Catch2 executable per tests/<dir>, registered with CTest as a single test.
+# Catch2 v2's main() carries the whole framework implementation (the slowest test TU): compiled once, linked by all.
 function(loom_add_test)
   cmake_parse_arguments(T "NO_CTEST" "NAME" "SOURCES;LIBS;LABELS" ${ARGN})
-  add_executable(${T_NAME} ${T_SOURCES} ${PROJECT_SOURCE_DIR}/tests/support/catch_main.cpp)
+  if(NOT TARGET loom_catch_main)
+    add_library(loom_catch_main OBJECT ${PROJECT_SOURCE_DIR}/tests/support/catch_main.cpp)
+    target_compile_definitions(loom_catch_main PRIVATE LOOM_CATCH2_MAJOR=${LOOM_CATCH2_MAJOR})
+    target_link_libraries(loom_catch_main PRIVATE Catch2::Catch2)
+  endif()
+  add_executable(${T_NAME} ${T_SOURCES} $<TARGET_OBJECTS:loom_catch_main>)
   target_include_directories(${T_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
   target_compile_definitions(${T_NAME} PRIVATE LOOM_CATCH2_MAJOR=${LOOM_CATCH2_MAJOR}
                                                LOOM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
