@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <loom/core/human_bytes.hpp>
 #include <loom/io/detail/json.hpp>
 #include <loom/io/safetensors.hpp>
 
@@ -23,19 +24,6 @@ struct options {
   std::string file;
   bool json = false;
 };
-
-inline std::string human_bytes(std::uint64_t n) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(n);
-  int u = 0;
-  while (v >= 1024.0 && u < 4) {
-    v /= 1024.0;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return buf;
-}
 
 /// A name or metadata string for the table: as it is when plainly printable, else as a JSON string literal, so a
 /// control character in a file (an escape sequence, a newline) cannot rewrite the terminal or forge a row.
@@ -75,7 +63,8 @@ inline void print_table(const loom::io::safetensors_file& f, std::ostream& out) 
     name_width = std::max(name_width, printable(t.name).size());
     shape_width = std::max(shape_width, loom::io::detail::shape_string(t.shape).size());
   }
-  out << f.path().string() << ": " << f.size() << " tensors, " << elements << " elements, " << human_bytes(data_bytes)
+  out << f.path().string() << ": " << f.size() << " tensors, " << elements << " elements, "
+      << loom::human_bytes(data_bytes)
       << " of data (file " << f.file_size() << " bytes, header " << f.view().header_size() << " bytes)\n";
   if (!f.metadata().empty()) {
     out << "metadata:\n";

@@ -5,11 +5,12 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <source_location>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+
+#include "human_bytes.hpp"
 
 namespace loom {
 
@@ -54,24 +55,12 @@ class out_of_memory : public error {
  public:
   /// `memory`: whose memory ran out ("host memory", "GPU memory on device 0").
   out_of_memory(const std::string& memory, std::size_t bytes)
-      : error("out of " + memory + ": cannot allocate " + human_bytes(bytes) + " (" + std::to_string(bytes) +
+      : error("out of " + memory + ": cannot allocate " + human_bytes(bytes, "bytes") + " (" + std::to_string(bytes) +
               " bytes)"),
         bytes_(bytes) {}
   std::size_t bytes() const noexcept { return bytes_; }
 
  private:
-  static std::string human_bytes(std::size_t bytes) {
-    const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    double v = static_cast<double>(bytes);
-    int u = 0;
-    while (v >= 1024 && u < 6) {
-      v /= 1024;
-      ++u;
-    }
-    char buf[32];
-    std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-    return buf;
-  }
   std::size_t bytes_;
 };
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -75,7 +76,7 @@ void save_pretrained_into(const Model& m, const fs::path& dir, const tensor<floa
     if (p.name.find(".lora_") != std::string::npos && !include_adapters) continue;
     // A model with inf/NaN weights is never written: it would load and predict garbage without a word.
     const float* v = values.data() + p.offset;
-    LOOM_CHECK(std::all_of(v, v + p.numel(), [](float x) { return x - x == 0; }),
+    LOOM_CHECK(std::all_of(v, v + p.numel(), [](float x) { return std::isfinite(x); }),
                (dir / "model.safetensors").string() + ": refusing to write tensor '" + p.name +
                    "': it holds non-finite values (inf or NaN)");
     std::vector<std::uint64_t> s;

@@ -6,6 +6,7 @@
 // refused when they differ from the checkpoint's.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -97,35 +98,24 @@ inline std::vector<std::string> resume_conflicts(const nlohmann::json& saved, co
   // Total steps only matter to schedules that use them: a constant rate without warmup may be stopped (--max-steps)
   // and continued for longer.
   const bool schedule_uses_total = now.schedule != "constant" || now.warmup_ratio > 0;
-  struct flag {
-    const char* key;
-    const char* name;
-    bool compared;
-  };
-  const flag flags[] = {
-      {"model", "--model", true},           {"config", "--config", true},
-      {"train", "--train", true},           {"dev", "--dev", true},
-      {"dev_split", "--dev-split", true},   {"format", "--format", true},
-      {"text_column", "--text-column", true}, {"text_b_column", "--text-b-column", true},
-      {"label_column", "--label-column", true}, {"max_seq_len", "--max-seq-len", true},
-      {"batch_size", "--batch-size", true}, {"grad_accum", "--grad-accum", true},
-      {"seed", "--seed", true},             {"lr", "--lr", true},
-      {"schedule", "--schedule", true},     {"warmup_ratio", "--warmup-ratio", true},
-      {"weight_decay", "--weight-decay", true}, {"max_grad_norm", "--max-grad-norm", true},
-      {"precision", "--precision", true},   {"lora_r", "--lora-r", true},
-      {"lora_alpha", "--lora-alpha", true}, {"lora_dropout", "--lora-dropout", true},
-      {"lora_targets", "--lora-targets", true}, {"epochs", "--epochs", schedule_uses_total},
-      {"max_steps", "--max-steps", schedule_uses_total},
-  };
+  // The to_json() keys; each one's flag is "--" + key with '-' for '_'.
+  std::vector<std::string> keys = {"model",        "config",        "train",         "dev",          "dev_split",
+                                   "format",       "text_column",   "text_b_column", "label_column", "max_seq_len",
+                                   "batch_size",   "grad_accum",    "seed",          "lr",           "schedule",
+                                   "warmup_ratio", "weight_decay",  "max_grad_norm", "precision",    "lora_r",
+                                   "lora_alpha",   "lora_dropout",  "lora_targets"};
+  if (schedule_uses_total) keys.insert(keys.end(), {"epochs", "max_steps"});
+  const auto shown = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
   std::vector<std::string> out;
-  for (const flag& fl : flags) {
-    if (!fl.compared || !saved.contains(fl.key)) continue;
-    const nlohmann::json& a = saved.at(fl.key);
-    const nlohmann::json& b = current.at(fl.key);
+  for (const std::string& key : keys) {
+    if (!saved.contains(key)) continue;
+    const nlohmann::json& a = saved.at(key);
+    const nlohmann::json& b = current.at(key);
     const bool same = (a.is_number() && b.is_number()) ? a.get<double>() == b.get<double>() : a == b;
-    if (!same)
-      out.push_back(std::string(fl.name) + " " + (b.is_string() ? b.get<std::string>() : b.dump()) +
-                    " (the checkpoint's run: " + (a.is_string() ? a.get<std::string>() : a.dump()) + ")");
+    if (same) continue;
+    std::string flag = "--" + key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    out.push_back(flag + " " + shown(b) + " (the checkpoint's run: " + shown(a) + ")");
   }
   return out;
 }

@@ -44,8 +44,8 @@ struct prepared_run {
   io::bert_tokenizer_config tokenizer_config;
   std::vector<std::string> labels;
   dataset train, dev;
-  fs::path resume_from;  ///< the checkpoint --resume names, resolved and checked against `labels` (empty: none)
-  std::optional<resume_state> resume;  ///< its trainer_state.json, checked against this run's data and flags
+  /// The checkpoint --resume names (resolved: `resume->dir`), checked against this run's data and flags.
+  std::optional<resume_state> resume;
   output_lock lock;                    ///< held on --output for the whole run
 };
 
@@ -138,9 +138,8 @@ inline prepared_run prepare(const train_options& o) {
   if (!o.resume.empty()) {
     // The checkpoint must exist, be intact and belong to this very run (data, order, schedule, model) before any
     // model is built: a resumed run that silently skipped or repeated rows would look like a success.
-    r.resume_from = resolve_checkpoint(o.resume);
-    r.resume = read_resume_state(r.resume_from);
-    const std::string what = "--resume " + r.resume_from.string();
+    r.resume = read_resume_state(resolve_checkpoint(o.resume));
+    const std::string what = "--resume " + r.resume->dir.string();
     LOOM_CHECK(r.resume->labels == r.labels, what + ": the checkpoint was trained with other labels than --train has");
     const auto conflicts = resume_conflicts(r.resume->options, o);
     if (!conflicts.empty()) {
@@ -164,7 +163,7 @@ inline prepared_run prepare(const train_options& o) {
   remove_stale_temporaries(o.output);
   // A fresh run owns its folder: an earlier run's checkpoints would be resumed from by mistake or counted by the
   // checkpoint rotation (deleting the new run's own), its model and log would pass for this run's.
-  const bool continuing_here = !r.resume_from.empty() && same_folder(r.resume_from.parent_path(), o.output);
+  const bool continuing_here = r.resume && same_folder(r.resume->dir.parent_path(), o.output);
   if (!continuing_here) {
     const auto earlier = previous_run_files(o.output);
     if (!earlier.empty() && !o.overwrite_output)
@@ -418,7 +417,7 @@ class trainer {
   // the log then reads as one run.
   std::string log_kept(const fs::path& path) const {
     std::string kept;
-    if (run_.resume_from.empty()) return kept;
+    if (!run_.resume) return kept;
     std::ifstream in(path);  // absent: nothing to keep
     for (std::string line; std::getline(in, line);) {
       // Strict parsing (bounded nesting): a damaged line is kept as it is, never a reason to crash a resume.
