@@ -11,16 +11,26 @@
 #include <utility>
 #include <vector>
 
+#include "../parallel/unit.hpp"
 #include "../tensor/assign.hpp"
 
 namespace loom::nn {
 
-/// One registered parameter: its name, shape and place in the flat buffer.
+/// What a layer says about a parameter when it registers it.
+struct param_meta {
+  parallel::unit unit{};                    ///< the unit it belongs to (embeddings, layer i, head, adapter of layer i)
+  int split_dim = parallel::no_split_dim;   ///< the dimension tensor parallelism divides, -1 for none
+  bool packed = false;                      ///< placed right after the previous parameter, no alignment gap
+};
+
+/// One registered parameter: its name, shape, place in the flat buffer and sharding metadata.
 struct param_info {
   std::string name;
   shape extents;
   index_t offset = 0;  ///< in elements
   bool trainable = true;
+  parallel::unit unit{};
+  int split_dim = parallel::no_split_dim;
   index_t numel() const { return extents.numel(); }
 };
 
@@ -31,15 +41,18 @@ class param_store {
   /// Elements per alignment unit: 16 bytes, so every parameter starts where vector loads may begin.
   static constexpr index_t align = 16 / sizeof(T) > 0 ? 16 / sizeof(T) : 1;
 
-  /// Registers a parameter. `packed` places it right after the previous one with no alignment gap (used for
+  /// Registers a parameter. `meta.packed` places it right after the previous one with no alignment gap (used for
   /// query/key/value, which then form one contiguous fused [3H, H] matrix).
   /// Parameters added after allocate() (adapters such as LoRA) go after every existing one; call allocate()
   /// again to grow the buffer, which keeps the values of the parameters registered before.
-  index_t add(const std::string& name, const shape& extents, bool packed = false) {
+  index_t add(const std::string& name, const shape& extents, const param_meta& meta = {}) {
     LOOM_CHECK(!index_.contains(name), "param_store: parameter '" + name + "' registered twice");
-    if (!packed) size_ = (size_ + align - 1) / align * align;
+    LOOM_CHECK(meta.split_dim >= parallel::no_split_dim && meta.split_dim < static_cast<int>(extents.rank()),
+               "param_store: parameter '" + name + "' cannot be split along dimension " +
+                   std::to_string(meta.split_dim) + " of " + extents.str());
+    if (!meta.packed) size_ = (size_ + align - 1) / align * align;
     ++version_;
-    params_.push_back({name, extents, size_, true});
+    params_.push_back({name, extents, size_, true, meta.unit, meta.split_dim});
     index_[name] = params_.size() - 1;
     size_ += extents.numel();
     return size_ - extents.numel();
@@ -108,6 +121,24 @@ class param_store {
       if (!out.empty() && out.back().second == p.offset) out.back().second += p.numel();
       else out.emplace_back(p.offset, p.offset + p.numel());
     }
+    return out;
+  }
+  /// The trainable ranges of one unit's parameters (merged as trainable_ranges does); empty when it is frozen or
+  /// has no parameters.
+  std::vector<std::pair<index_t, index_t>> unit_ranges(const parallel::unit& u) const {
+    std::vector<std::pair<index_t, index_t>> out;
+    for (const auto& p : params_) {
+      if (!(p.unit == u) || !p.trainable || p.numel() == 0) continue;
+      if (!out.empty() && out.back().second == p.offset) out.back().second += p.numel();
+      else out.emplace_back(p.offset, p.offset + p.numel());
+    }
+    return out;
+  }
+  /// Every unit that owns a parameter, in registration order.
+  std::vector<parallel::unit> units() const {
+    std::vector<parallel::unit> out;
+    for (const auto& p : params_)
+      if (std::find(out.begin(), out.end(), p.unit) == out.end()) out.push_back(p.unit);
     return out;
   }
   /// Number of trainable elements.

@@ -1,25 +1,60 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
-// Parallel (sharding) policies: how parameters, gradients and optimizer state are split across ranks.
+// Parallel (sharding) policies: how parameters, gradients and optimizer state are split across ranks, and the hooks
+// through which the layers hand them that work.
 #pragma once
 
 #include <concepts>
 #include <string_view>
+#include <utility>
+#include <vector>
+
+#include "../tensor/tensor.hpp"
+#include "unit.hpp"
 
 namespace loom::parallel {
 
-/// One process, one device: nothing is sharded and no collective runs.
+/// [begin, end) element ranges of a model's flat gradient buffer.
+using ranges = std::vector<std::pair<index_t, index_t>>;
+
+/// One process, one device: nothing is sharded and no collective runs. Every hook is an empty inline call.
+///
+/// The hooks a model calls, per unit (parallel/unit.hpp), and what a multi-rank policy does there:
+/// - `before_forward(u)`: u's weights are about to be read by the forward pass (ZeRO-3 gathers them here);
+/// - `before_backward(u)`: the same for the backward pass, including a recomputation re-run of u's forward;
+/// - `after_use(u)`: the pass that needed u's weights is done with them (ZeRO-3 releases them);
+/// - `grads_ready(u, r)`: backward has written u's last gradient; `r` are u's trainable ranges of the flat gradient
+///   buffer (empty when u is frozen). Fires once per backward for every unit, in reverse forward order (head,
+///   pooler, layer L-1, adapter L-1, ..., layer 0, adapter 0, embeddings), so a data-parallel policy can reduce a
+///   bucket while the layers below still run;
+/// - `tensor_rank()`, `tensor_size()`, `all_reduce_sum(t)`: the tensor-parallel group of nn::linear's column/row
+///   split (a sum over the group, in place, on the tensor's device stream).
 struct single {
   static constexpr std::string_view name = "single";
   static constexpr int world_size = 1;
+
+  void before_forward(const unit&) {}
+  void before_backward(const unit&) {}
+  void after_use(const unit&) {}
+  void grads_ready(const unit&, const ranges&) {}
+
+  int tensor_rank() const { return 0; }
+  int tensor_size() const { return 1; }
+  template <class T, class Device>
+  void all_reduce_sum(const tensor<T, Device>&) {}
 };
 
-/// A parallel policy names itself. `single` is the only one so far: multi-rank policies (data_parallel, zero<N>,
-/// tensor_parallel<N>) are planned, and will add their collectives; the model code takes the policy as a parameter
-/// already, so their parameter ranges stay contiguous.
+/// A parallel policy names itself and answers every hook above.
 template <class P>
-concept policy = requires {
+concept policy = requires(P& p, const unit& u, const ranges& r, const tensor<float, host>& t) {
   { P::name } -> std::convertible_to<std::string_view>;
+  p.before_forward(u);
+  p.before_backward(u);
+  p.after_use(u);
+  p.grads_ready(u, r);
+  { p.tensor_rank() } -> std::convertible_to<int>;
+  { p.tensor_size() } -> std::convertible_to<int>;
+  p.all_reduce_sum(t);
 };
 
 static_assert(policy<single>);

@@ -75,9 +75,9 @@ void init_parameter(const tensor<T, host>& values, const nn::param_info& p, cons
 }
 
 /// Initialises every parameter as transformers does for a model trained from scratch.
-template <class P, class Par, class D>
-void init_weights(model<P, Par, D>& m, std::uint64_t seed) {
-  using T = typename model<P, Par, D>::T;
+template <class Model>
+void init_weights(Model& m, std::uint64_t seed) {
+  using T = typename Model::T;
   tensor<T, host> staging(m.params().flat().extents());
   for (const auto& p : m.params().params()) init_parameter(staging, p, m.cfg(), seed);
   copy(m.params().flat(), staging);
@@ -88,10 +88,10 @@ void init_weights(model<P, Par, D>& m, std::uint64_t seed) {
 /// head is initialised (fine-tuning a BertModel checkpoint); any other missing tensor throws.
 /// With `reinit_mismatched_head`, a classifier head whose shape differs from the model's (fine-tuning a classifier
 /// checkpoint on data with another label set) is initialised instead of refused.
-template <class P, class Par, class D>
-load_report load_safetensors(model<P, Par, D>& m, const std::filesystem::path& path, std::uint64_t init_seed = 42,
+template <class Model>
+load_report load_safetensors(Model& m, const std::filesystem::path& path, std::uint64_t init_seed = 42,
                              bool reinit_mismatched_head = false) {
-  using T = typename model<P, Par, D>::T;
+  using T = typename Model::T;
   const auto file = io::safetensors_file::open(path);
   const io::safetensors_view& v = file.view();
   load_report report;
@@ -128,7 +128,7 @@ load_report load_safetensors(model<P, Par, D>& m, const std::filesystem::path& p
       // Checked here, once per load, because a NaN or inf weight turns every output into NaN without an error.
       if (!std::isfinite(convert<float>(dst[i])))
         throw invalid_argument(path.string() + ": tensor '" + t->name + "' has non-finite values (" +
-                               detail::non_finite_what(values[i], P::name) + " at element " + std::to_string(i) + ")");
+                               detail::non_finite_what(values[i], Model::precision_type::name) + " at element " + std::to_string(i) + ")");
     }
     used.push_back(t->name);
   }

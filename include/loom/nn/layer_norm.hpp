@@ -1,0 +1,75 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// nn::residual_layer_norm: y = LayerNorm(x + dropout(sublayer)), the post-LN residual of a BERT sublayer, as one
+// fused kernel (add_layer_norm_forward applies the dropout while it reads the sublayer's output), and its backward.
+#pragma once
+
+#include <string>
+
+#include "../kernels/layer_norm.hpp"
+#include "dropout.hpp"
+#include "param_store.hpp"
+
+namespace loom::nn {
+
+template <precision::policy Precision, device_tag Device>
+class residual_layer_norm {
+ public:
+  using T = typename Precision::param_t;
+  using tensor_t = tensor<T, Device>;
+
+  /// What forward keeps for backward (training) and its output.
+  struct activations {
+    tensor_t sum;                    ///< [N, H] x + dropout(sublayer) (training only)
+    tensor_t out;                    ///< [N, H]
+    tensor<float, Device> mean, rstd;  ///< [N] (training only)
+  };
+
+  residual_layer_norm() = default;
+  /// `module`: the HF path ("encoder.layer.0.attention.output.LayerNorm"); the sublayer's dropout draws from
+  /// stream (`stream_layer`, `site`).
+  residual_layer_norm(std::string module, parallel::unit unit, double eps, double dropout, int stream_layer, int site)
+      : module_(std::move(module)), unit_(unit), eps_(static_cast<float>(eps)), p_(dropout), layer_(stream_layer), site_(site) {}
+
+  void register_params(param_store<T, Device>& store, index_t hidden) const {
+    store.add(module_ + ".weight", {hidden}, {unit_});
+    store.add(module_ + ".bias", {hidden}, {unit_});
+  }
+  void bind(const param_store<T, Device>& store) {
+    gamma_ = store.get(module_ + ".weight");
+    beta_ = store.get(module_ + ".bias");
+  }
+  void bind_grads(const param_store<T, Device>& store) {
+    dgamma_ = store.trainable(module_ + ".weight") ? store.grad(module_ + ".weight") : tensor_t{};
+    dbeta_ = store.trainable(module_ + ".bias") ? store.grad(module_ + ".bias") : tensor_t{};
+  }
+
+  void forward(const tensor_t& x, const tensor_t& sublayer, activations& a, const pass& p) const {
+    add_layer_norm_forward(x, sublayer, gamma_, beta_, eps_, p.training ? a.sum : tensor_t{}, a.out,
+                           p.training ? a.mean : tensor<float, Device>{}, p.training ? a.rstd : tensor<float, Device>{},
+                           p.residual(layer_, site_, p_));
+  }
+  /// d(x + dropout(sublayer)) from dy into `dsum` (overwritten); the parameters' gradients (+)= per param_mode.
+  void backward(const tensor_t& dy, const activations& a, const tensor_t& dsum, grad_mode param_mode,
+                const tensor<std::uint8_t, Device>& workspace) const {
+    layer_norm_backward(dy, a.sum, gamma_, a.mean, a.rstd, dsum, dgamma_, dbeta_, param_mode, grad_mode::overwrite,
+                        workspace);
+  }
+  /// The sublayer's output gradient from d(sum): through the dropout mask into `scratch` (one pass; dsum must stay
+  /// as it is, it is the residual share), or dsum itself without dropout.
+  tensor_t sublayer_grad(const tensor_t& dsum, const tensor_t& scratch, const pass& p) const {
+    if (p_ <= 0) return dsum;
+    dropout(scratch, dsum, p.stream(layer_, site_), p_);
+    return scratch;
+  }
+
+ private:
+  std::string module_;
+  parallel::unit unit_{};
+  float eps_ = 1e-12f;  // float, as the kernels have always received it
+  double p_ = 0;
+  int layer_ = 0, site_ = 0;
+  tensor_t gamma_, beta_, dgamma_, dbeta_;
+};
+
+}  // namespace loom::nn

@@ -1,0 +1,96 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// nn::self_attention: BERT's multi-head self-attention: one packed QKV projection (column-parallel: a tensor group
+// splits the heads), the fused attention kernel (length mask, dropout inside), the output projection (row-parallel).
+#pragma once
+
+#include <string>
+
+#include "../kernels/attention.hpp"
+#include "lora_linear.hpp"
+
+namespace loom::nn {
+
+template <precision::policy Precision, parallel::policy Parallel, device_tag Device>
+class self_attention {
+ public:
+  using projection = lora_linear<Precision, Parallel, Device>;
+  using T = typename projection::T;
+  using tensor_t = tensor<T, Device>;
+
+  struct activations {
+    tensor_t qkv;                  ///< [N, 3H/tp]: query, key, value of this rank's heads
+    tensor_t ctx;                  ///< [N, H/tp]
+    tensor<float, Device> lse;     ///< [B, heads/tp, S] (training only)
+    tensor_t out;                  ///< [N, H] the output projection's result
+    typename projection::saved qkv_lora, out_lora;
+  };
+  /// Buffers backward uses and no activation keeps.
+  struct scratch {
+    tensor_t dctx, dqkv;
+  };
+
+  self_attention() = default;
+  /// `prefix`: "encoder.layer.{i}."; adapters and attention dropout draw from stream layer `stream_layer` (sites 3,
+  /// 4-7).
+  self_attention(Parallel& group, const std::string& prefix, index_t hidden, index_t heads, double dropout,
+                 parallel::unit unit, int stream_layer)
+      : qkv_(group,
+             {{prefix + "attention.self.query", prefix + "attention.self.key", prefix + "attention.self.value"},
+              hidden, 3 * hidden, unit, parallel::split::column},
+             stream_layer, 4),
+        out_(group, {{prefix + "attention.output.dense"}, hidden, hidden, unit, parallel::split::row}, stream_layer, 7),
+        hidden_(hidden), heads_(heads / group.tensor_size()), p_(dropout), layer_(stream_layer) {
+    LOOM_CHECK(heads % group.tensor_size() == 0, prefix + "attention: " + std::to_string(heads) +
+                                                     " heads do not split across a tensor-parallel group of " +
+                                                     std::to_string(group.tensor_size()));
+  }
+
+  projection& qkv() { return qkv_; }
+  projection& output() { return out_; }
+  index_t local_hidden() const { return qkv_.base().local_out() / 3; }
+
+  void register_params(param_store<T, Device>& store) const {
+    qkv_.register_params(store);
+    out_.register_params(store);
+  }
+  void bind(const param_store<T, Device>& store) {
+    qkv_.bind(store);
+    out_.bind(store);
+  }
+  void bind_grads(const param_store<T, Device>& store) {
+    qkv_.bind_grads(store);
+    out_.bind_grads(store);
+  }
+
+  /// x: [N = B*S, H] -> a.out; lengths: [B] real tokens per row.
+  void forward(const tensor_t& x, const tensor<std::int32_t, Device>& lengths, index_t rows, index_t seq,
+               activations& a, const lora_scratch<T, Device>& ls, const pass& p) const {
+    qkv_.forward(x, a.qkv, gemm_epilogue::bias, a.qkv_lora, ls, p);
+    attention_forward(heads_view(a.qkv, rows, seq), lengths, a.ctx.reshape({rows, seq, local_hidden()}),
+                      p.training ? a.lse : tensor<float, Device>{}, p.attention(layer_, 3, p_));
+    out_.forward(a.ctx, a.out, gemm_epilogue::bias, a.out_lora, ls, p);
+  }
+  /// dy = d(a.out) -> parameter gradients and dx += d x (skipped when dx is empty).
+  void backward(const tensor_t& dy, const tensor_t& x, const tensor_t& dx, const tensor<std::int32_t, Device>& lengths,
+                index_t rows, index_t seq, const activations& a, const scratch& s, grad_mode param_mode,
+                const lora_scratch<T, Device>& ls, const pass& p, ones_vector<T, Device>& ones) const {
+    out_.backward(dy, a.ctx, s.dctx, param_mode, grad_mode::overwrite, a.out_lora, ls, p, ones);
+    attention_backward(heads_view(a.qkv, rows, seq), lengths, a.ctx.reshape({rows, seq, local_hidden()}),
+                       s.dctx.reshape({rows, seq, local_hidden()}), a.lse, heads_view(s.dqkv, rows, seq),
+                       grad_mode::overwrite, p.attention(layer_, 3, p_));
+    qkv_.backward(s.dqkv, x, dx, param_mode, grad_mode::accumulate, a.qkv_lora, ls, p, ones);
+  }
+
+ private:
+  tensor_t heads_view(const tensor_t& qkv, index_t rows, index_t seq) const {
+    return qkv.reshape({rows, seq, 3, heads_, local_hidden() / heads_});
+  }
+
+  projection qkv_, out_;
+  index_t hidden_ = 0, heads_ = 0;
+  double p_ = 0;
+  int layer_ = 0;
+};
+
+}  // namespace loom::nn
