@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Bit-identity of two loom-bert builds (a refactor must not change a single bit): both fine-tune the tiny_a fixture
 # (dropout on) with the same flags in several set-ups (plain, gradient accumulation, recomputation, LoRA with adapter
-# dropout on every target, LoRA merged), then predict and embed; every output file (weights, adapters, metrics
+# dropout on every target, LoRA + recomputation), then predict and embed ([CLS] vectors); every output file (weights, adapters, metrics
 # without timings, logits, embeddings) must be byte for byte the same.
 # Usage: bash scripts/compare_builds.sh OLD_LOOM_BERT NEW_LOOM_BERT [cpu|cuda] [fp32|bf16|fp16] [OUT]
 set -euo pipefail
@@ -32,7 +32,7 @@ for name in "${!setups[@]}"; do
     "$exe" predict --model "$dir" --input "$data/dev.tsv" --text-column sentence --device "$DEVICE" \
       --precision "$PRECISION" >"$dir.predict" 2>>"$dir.log"
     "$exe" embed --model "$dir" --input "$data/dev.tsv" --text-column sentence --device "$DEVICE" \
-      --precision "$PRECISION" --output "$dir.embed.npy" 2>>"$dir.log"
+      --precision "$PRECISION" --pooling cls --output "$dir.embed.npy" 2>>"$dir.log"
     # Timings differ run to run; everything else in the log of metrics must not.
     sed -E 's/"(elapsed|[a-z_]*per_second|[a-z_]*_s|runtime)": [0-9.e+-]+,? ?//g' "$dir/metrics.jsonl" >"$dir.metrics"
   done

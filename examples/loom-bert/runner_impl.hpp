@@ -9,6 +9,7 @@
 
 #include <loom/loom.hpp>
 #include <loom/models/bert/model.hpp>
+#include <loom/nn/mean_pooling.hpp>
 #include <loom/models/bert/weights.hpp>
 
 #include "runner.hpp"
@@ -39,19 +40,14 @@ class runner_impl final : public runner {
   }
 
   std::vector<float> embed(const token_batch& b, pooling p) override {
-    model_.forward(upload(b));
+    const loom::bert::batch<Device> d = upload(b);
+    model_.forward(d);
     const std::int64_t H = model_.cfg().hidden_size;
-    const auto hidden = loom::to<loom::host>(loom::contiguous(model_.hidden()));
-    std::vector<float> out(static_cast<std::size_t>(b.rows * H));
-    for (std::int64_t r = 0; r < b.rows; ++r) {
-      const std::int64_t n = p == pooling::cls ? 1 : std::max<std::int32_t>(b.lengths[r], 1);
-      for (std::int64_t h = 0; h < H; ++h) {
-        double acc = 0;
-        for (std::int64_t s = 0; s < n; ++s) acc += static_cast<double>(loom::convert<float>(hidden(r, s, h)));
-        out[r * H + h] = static_cast<float>(acc / static_cast<double>(n));
-      }
-    }
-    return out;
+    if (p == pooling::cls) return to_floats(model_.hidden().select(1, 0));
+    // Mean over each row's real tokens on the device (nn::mean_pooling, as bert::sentence_encoder).
+    if (!(pooled_.extents() == loom::shape{b.rows, H})) pooled_ = loom::tensor<T, Device>({b.rows, H});
+    mean_.forward(model_.hidden(), d.lengths, pooled_);
+    return to_floats(pooled_);
   }
 
   double bench(const token_batch& tb, int iters, bool graph) override {
@@ -137,6 +133,8 @@ class runner_impl final : public runner {
   }
 
   model_t model_;
+  loom::nn::mean_pooling<Precision, Device> mean_;
+  loom::tensor<T, Device> pooled_;
 };
 
 }  // namespace loom_bert
