@@ -27,7 +27,7 @@ class embedding {
   };
 
   embedding() = default;
-  /// Draws its dropout from stream (0, 0). The word table may be split by rows (vocabulary) across a tensor group.
+  /// Draws its dropout from stream (0, 0). Every rank holds the whole tables (no vocabulary-parallel split yet).
   explicit embedding(const io::bert_config& c)
       : vocab_(c.vocab_size), positions_(c.max_position_embeddings), types_(c.type_vocab_size), hidden_(c.hidden_size),
         eps_(static_cast<float>(c.layer_norm_eps)), p_(c.hidden_dropout_prob),
@@ -35,7 +35,7 @@ class embedding {
 
   void register_params(param_store<T, Device>& store) const {
     const parallel::unit u = parallel::unit::embeddings();
-    store.add("embeddings.word_embeddings.weight", {vocab_, hidden_}, {u, 0});
+    store.add("embeddings.word_embeddings.weight", {vocab_, hidden_}, {u});
     store.add("embeddings.position_embeddings.weight", {positions_, hidden_}, {u});
     store.add("embeddings.token_type_embeddings.weight", {types_, hidden_}, {u});
     store.add("embeddings.LayerNorm.weight", {hidden_}, {u});

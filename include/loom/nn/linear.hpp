@@ -77,6 +77,8 @@ class linear {
   }
 
   const spec& config() const { return spec_; }
+  /// The tensor-parallel group (the Parallel policy), or null for a default-constructed layer.
+  Parallel* group() const { return group_; }
   std::string name() const { return spec_.modules.empty() ? "linear" : spec_.modules.front(); }
   index_t blocks() const { return static_cast<index_t>(spec_.modules.size()); }
   /// This rank's features.

@@ -66,6 +66,13 @@ struct lora_dropout {
   bool active() const { return p > 0; }
 };
 
+/// What lora_forward / lora_backward do with the adapter's rank-r product when nothing is split: nothing. A
+/// tensor-parallel caller passes a sum over its group instead (see nn::lora_linear).
+struct no_reduce {
+  template <class X>
+  void operator()(const X&) const {}
+};
+
 namespace detail {
 template <class T, class D, class E>
 void lora_drop_into(const tensor<T, D>& out, const E& x, const lora_dropout& d) {
@@ -94,15 +101,18 @@ void lora_init(const lora_weights<T, Device>& w, std::uint64_t seed, std::uint64
 /// loom::matmul(x, w, qkv, {.transpose_b = true, .epilogue = loom::gemm_epilogue::bias}, bias);
 /// loom::nn::lora_forward(x, adapter, 2.0, {}, u, {}, qkv.slice(1, 0, H));  // query columns += 2 x A^T B^T
 /// ```
-template <class T, class Device>
+/// \param reduce_u called on u before it is used (a row-split adapter holds a slice of x and A: u is a partial sum)
+template <class T, class Device, class Reduce = no_reduce>
 void lora_forward(const tensor<T, Device>& x, const lora_weights<T, Device>& w, double scale, const lora_dropout& drop,
-                  const tensor<T, Device>& u, const tensor<T, Device>& x_drop, const tensor<T, Device>& y) {
+                  const tensor<T, Device>& u, const tensor<T, Device>& x_drop, const tensor<T, Device>& y,
+                  const Reduce& reduce_u = {}) {
   const tensor<T, Device>* in = &x;
   if (drop.active()) {
     detail::lora_drop_into(x_drop, x, drop);
     in = &x_drop;
   }
   matmul(*in, w.a, u, {.transpose_b = true});
+  reduce_u(u);
   matmul(u, w.b, y, {.transpose_b = true, .alpha = scale, .beta = 1.0});
 }
 
@@ -112,15 +122,19 @@ void lora_forward(const tensor<T, Device>& x, const lora_weights<T, Device>& w, 
 ///
 /// \param du      [N, r] scratch; \param x_drop, dx_drop [N, in] scratch, used only when the dropout is active
 /// \param param_mode overwrite or accumulate for dA, dB
-template <class T, class Device>
+/// \param reduce_du called on du = scale dy B before it is used (a column-split adapter holds a slice of dy and
+///        B: du is a partial sum)
+template <class T, class Device, class Reduce = no_reduce>
 void lora_backward(const tensor<T, Device>& dy, const tensor<T, Device>& x, const lora_weights<T, Device>& w,
                    const lora_weights<T, Device>& dw, double scale, const lora_dropout& drop, const tensor<T, Device>& u,
                    const tensor<T, Device>& du, const tensor<T, Device>& x_drop, const tensor<T, Device>& dx_drop,
-                   const tensor<T, Device>& dx, autograd::grad_mode param_mode, bool need_dx = true) {
+                   const tensor<T, Device>& dx, autograd::grad_mode param_mode, bool need_dx = true,
+                   const Reduce& reduce_du = {}) {
   const double beta = param_mode == autograd::grad_mode::accumulate ? 1.0 : 0.0;
   if (dw.b.numel()) matmul(dy, u, dw.b, {.transpose_a = true, .alpha = scale, .beta = beta});
   if (!dw.a.numel() && !need_dx) return;
   matmul(dy, w.b, du, {.alpha = scale});
+  reduce_du(du);
   if (dw.a.numel()) {
     const tensor<T, Device>* in = &x;
     if (drop.active()) {
