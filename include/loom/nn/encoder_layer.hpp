@@ -103,10 +103,6 @@ class encoder_layer {
     if (on[intermediate]) ffn_.intermediate().add_adapters(store, o, {true}, u);
     if (on[output]) ffn_.output().add_adapters(store, o, {true}, u);
   }
-  bool has_adapters() {
-    return attention_.qkv().adapted() || attention_.output().adapted() || ffn_.intermediate().adapted() ||
-           ffn_.output().adapted();
-  }
   void init_adapters(const param_store<T, Device>& store, std::uint64_t seed) {
     for (auto* l : {&attention_.qkv(), &attention_.output(), &ffn_.intermediate(), &ffn_.output()})
       l->init_adapters(store, seed);

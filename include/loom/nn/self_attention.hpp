@@ -40,7 +40,7 @@ class self_attention {
               hidden, 3 * hidden, unit, parallel::split::column},
              stream_layer, 4),
         out_(group, {{prefix + "attention.output.dense"}, hidden, hidden, unit, parallel::split::row}, stream_layer, 7),
-        hidden_(hidden), heads_(heads / group.tensor_size()), p_(dropout), layer_(stream_layer) {
+        heads_(heads / group.tensor_size()), p_(dropout), layer_(stream_layer) {
     LOOM_CHECK(heads % group.tensor_size() == 0, prefix + "attention: " + std::to_string(heads) +
                                                      " heads do not split across a tensor-parallel group of " +
                                                      std::to_string(group.tensor_size()));
@@ -88,7 +88,7 @@ class self_attention {
   }
 
   projection qkv_, out_;
-  index_t hidden_ = 0, heads_ = 0;
+  index_t heads_ = 0;
   double p_ = 0;
   int layer_ = 0;
 };

@@ -5,7 +5,6 @@
 // bucket plans, ZeRO units and sharded loading are computed from data, never parsed from names.
 #pragma once
 
-#include <compare>
 #include <string>
 
 namespace loom::parallel {
@@ -24,7 +23,9 @@ struct unit {
   static unit pooler() { return {unit_kind::pooler, 0}; }
   static unit head() { return {unit_kind::head, 0}; }
 
-  friend auto operator<=>(const unit&, const unit&) = default;
+  // Written out: nvcc's front end leaves defaulted friend comparisons undefined at link time.
+  friend bool operator==(const unit& a, const unit& b) { return a.kind == b.kind && a.index == b.index; }
+  friend bool operator!=(const unit& a, const unit& b) { return !(a == b); }
   std::string str() const {
     switch (kind) {
       case unit_kind::embeddings: return "embeddings";

@@ -10,6 +10,8 @@
 namespace loom::precision::detail {
 
 inline namespace LOOM_KERNEL_NS {
+// A template (of nothing) so that every nvcc translation unit including this header shares one definition.
+template <int = 0>
 __global__ void update_scale_kernel(scaler_scalars* s, double growth_factor, double backoff_factor,
                                     std::int32_t growth_interval) {
   update_scale(*s, growth_factor, backoff_factor, growth_interval);
@@ -18,7 +20,7 @@ __global__ void update_scale_kernel(scaler_scalars* s, double growth_factor, dou
 
 inline void cuda_update_scale(scaler_scalars* s, double growth_factor, double backoff_factor,
                               std::int32_t growth_interval) {
-  update_scale_kernel<<<1, 1, 0, current_stream()>>>(s, growth_factor, backoff_factor, growth_interval);
+  update_scale_kernel<><<<1, 1, 0, current_stream()>>>(s, growth_factor, backoff_factor, growth_interval);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 

@@ -61,6 +61,8 @@ __global__ void __launch_bounds__(flat_threads) flat_sum_squares_kernel(const G*
 }
 
 /// Sums the partials in a fixed order (deterministic) and derives the non-finite flag, norm and clip coefficient.
+/// A template (of nothing) so that every nvcc translation unit including this header shares one definition.
+template <int = 0>
 __global__ void __launch_bounds__(flat_threads) flat_finalize_kernel(const double* __restrict__ partials, index_t count,
                                                                      step_scalars* s, inspect_request r) {
   double sum = 0;
@@ -134,7 +136,7 @@ void cuda_inspect(const G* grad, const chunk* chunks, index_t chunk_count, doubl
     flat_sum_squares_kernel<G><<<static_cast<unsigned>(chunk_count), flat_threads, 0, stream>>>(grad, chunks, partials);
     LOOM_CUDA_CHECK_LAUNCH();
   }
-  flat_finalize_kernel<<<1, flat_threads, 0, stream>>>(partials, r.reduce ? chunk_count : 0, s, r);
+  flat_finalize_kernel<><<<1, flat_threads, 0, stream>>>(partials, r.reduce ? chunk_count : 0, s, r);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 
