@@ -9,6 +9,7 @@ packages=(
   libboost-mpi-dev libboost-serialization-dev openmpi-bin libopenmpi-dev
   catch2 libbenchmark-dev nlohmann-json3-dev libutf8proc-dev libopenblas-dev libcli11-dev libfmt-dev
   clang libclang-rt-dev
+  time  # GNU time: wall time and peak memory of each compile (scripts/tu_times.sh)
 )
 # Fuzzing runtime: Debian 12 names it per LLVM version (libclang-rt-14-dev); newer releases have the plain name too.
 if ! apt-cache show libclang-rt-dev >/dev/null 2>&1; then

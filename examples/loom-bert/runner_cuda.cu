@@ -1,6 +1,7 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
-// The CUDA runners' dispatch; each precision's model is compiled in its own TU (runner_cuda_<precision>.cu).
+// The CUDA runners' dispatch; each precision's model is compiled in its own TU (runner_cuda_<precision>.cu, generated
+// from runner_cuda_precision.cu.in).
 #include "runner.hpp"
 
 #include <loom/core/error.hpp>

@@ -9,7 +9,7 @@
 namespace loom_bert {
 
 void train_host_fp32(const loom::train::train_options& o);
-void train_cuda(const loom::train::train_options& o);  // dispatches on o.precision
+void train_cuda(const loom::train::train_options& o);  // dispatches on o.precision (train_cuda.cu)
 
 /// A training-step benchmark: forward, backward, (clipping,) AdamW on full-length random batches.
 struct train_bench_options {
@@ -23,6 +23,14 @@ struct train_bench_options {
 };
 /// Prints one JSON line (kind "train", as ../shared/bench/hf_bert.py).
 void bench_train_host(const train_bench_options& o);
-void bench_train_cuda(const train_bench_options& o);
+void bench_train_cuda(const train_bench_options& o);  // dispatches on o.precision (train_cuda.cu)
+
+// One pair per CUDA precision, each in its own translation unit, generated from train_cuda_precision.cu.in.
+void train_cuda_fp32(const loom::train::train_options& o);
+void train_cuda_bf16(const loom::train::train_options& o);
+void train_cuda_fp16(const loom::train::train_options& o);
+void bench_train_cuda_fp32(const train_bench_options& o);
+void bench_train_cuda_bf16(const train_bench_options& o);
+void bench_train_cuda_fp16(const train_bench_options& o);
 
 }  // namespace loom_bert

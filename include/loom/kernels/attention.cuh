@@ -828,18 +828,15 @@ void backward(const attention_problem& p, cudaStream_t stream) {
   }
 }
 
+}  // namespace loom::detail::attn
+
+namespace loom::detail {
+
+// Instantiated through attention_cuda_registered<T> (attention.hpp) by the nvcc TUs that run attention on T.
 template <class T>
-void register_launchers() {
-  attention_cuda_slots<T>().forward.store(&forward<T>, std::memory_order_release);
-  attention_cuda_slots<T>().backward.store(&backward<T>, std::memory_order_release);
+void register_attention_cuda() {
+  attention_cuda_slots<T>().forward.store(&attn::forward<T>, std::memory_order_release);
+  attention_cuda_slots<T>().backward.store(&attn::backward<T>, std::memory_order_release);
 }
 
-// Registers the launchers for every type once per program (an inline variable: one instance across TUs).
-inline const bool launchers_registered = [] {
-  register_launchers<float>();
-  register_launchers<bf16>();
-  register_launchers<f16>();
-  return true;
-}();
-
-}  // namespace loom::detail::attn
+}  // namespace loom::detail

@@ -15,6 +15,7 @@
 
 #include "../autograd/derivative.hpp"  // defines: autograd::grad_mode
 #include "../config.hpp"
+#include "../core/dtype.hpp"           // defines: dtype_of, name (the element type in errors)
 #include "../tensor/random.hpp"        // defines: uniform01 (Philox4x32-10)
 #include "../tensor/tensor.hpp"
 
@@ -76,7 +77,7 @@ LOOM_HOST_DEVICE LOOM_FORCEINLINE bool attention_keep(const attention_dropout& d
 
 #if LOOM_HAS_CUDA_RUNTIME
 // The CUDA launchers live in attention.cuh (nvcc only) and register themselves here at start-up, so that
-// attention_forward/backward have one definition in every TU (nvcc or host compiler) of a program.
+// attention_forward/backward on CUDA also work from the TUs of a program that the host compiler builds.
 using attention_launcher = void (*)(const attention_problem&, cudaStream_t);
 template <class T>
 struct attention_cuda_launchers {
@@ -88,6 +89,30 @@ attention_cuda_launchers<T>& attention_cuda_slots() {
   static attention_cuda_launchers<T> slots;
   return slots;
 }
+
+// The slots of T, or a loom error naming what is missing: T's kernels exist only where an nvcc TU registered them.
+template <class T>
+const attention_cuda_launchers<T>& attention_cuda_registered_slots(const char* fn) {
+  const attention_cuda_launchers<T>& slots = attention_cuda_slots<T>();
+  LOOM_CHECK(slots.forward.load(std::memory_order_acquire) != nullptr,
+             std::string(fn) + " on CUDA " + std::string(name(dtype_of<T>())) + " tensors needs loom's " +
+                 std::string(name(dtype_of<T>())) + " attention kernels, which a program has only when at least "
+                 "one of its nvcc-compiled files calls attention_forward or attention_backward on CUDA tensors of "
+                 "that element type");
+  return slots;
+}
+#endif
+
+#if LOOM_CUDA_COMPILER
+// Registration is per element type, so that an nvcc TU compiles the kernels of the types it runs attention on and
+// no others (each type is a few dozen kernel instances; a runner in one precision would otherwise build all three).
+// attention_forward/backward odr-use attention_cuda_registered<T> on their CUDA path, which instantiates T's
+// kernels in that TU and registers their launchers at start-up (a variable template: one instance per program,
+// however many TUs instantiate it). Host-compiled TUs reach them through the slots.
+template <class T>
+void register_attention_cuda();  // defined in attention.cuh
+template <class T>
+inline const bool attention_cuda_registered = (register_attention_cuda<T>(), true);
 #endif
 
 inline bool bytes_overlap(const void* a, std::size_t na, const void* b, std::size_t nb) {
@@ -301,11 +326,14 @@ void attention_forward(const tensor<T, Device>& qkv, const tensor<std::int32_t, 
     detail::host_attention_forward<T>(p);
   } else {
     static_assert(!std::is_same_v<T, double>, "attention on CUDA supports float, bf16 and f16 (double: host only)");
+#if LOOM_CUDA_COMPILER
+    // Only here does the nvcc TU's definition differ from a host TU's: an odr-use with no run-time effect (the
+    // registration runs at start-up, whichever TU's copy of this function the linker keeps).
+    static_cast<void>(&detail::attention_cuda_registered<T>);
+#endif
 #if LOOM_HAS_CUDA_RUNTIME
-    const detail::attention_launcher run = detail::attention_cuda_slots<T>().forward.load(std::memory_order_acquire);
-    LOOM_CHECK(run != nullptr, "attention_forward on CUDA needs loom's kernels, which exist only when "
-                               "loom/kernels/attention.hpp is included by at least one nvcc-compiled file");
-    run(p, current_stream());
+    const auto& slots = detail::attention_cuda_registered_slots<T>("attention_forward");
+    slots.forward.load(std::memory_order_acquire)(p, current_stream());
 #endif
   }
 }
@@ -350,11 +378,14 @@ void attention_backward(const tensor<T, Device>& qkv, const tensor<std::int32_t,
     detail::host_attention_backward<T>(p);
   } else {
     static_assert(!std::is_same_v<T, double>, "attention on CUDA supports float, bf16 and f16 (double: host only)");
+#if LOOM_CUDA_COMPILER
+    // Only here does the nvcc TU's definition differ from a host TU's: an odr-use with no run-time effect (the
+    // registration runs at start-up, whichever TU's copy of this function the linker keeps).
+    static_cast<void>(&detail::attention_cuda_registered<T>);
+#endif
 #if LOOM_HAS_CUDA_RUNTIME
-    const detail::attention_launcher run = detail::attention_cuda_slots<T>().backward.load(std::memory_order_acquire);
-    LOOM_CHECK(run != nullptr, "attention_backward on CUDA needs loom's kernels, which exist only when "
-                               "loom/kernels/attention.hpp is included by at least one nvcc-compiled file");
-    run(p, current_stream());
+    const auto& slots = detail::attention_cuda_registered_slots<T>("attention_backward");
+    slots.backward.load(std::memory_order_acquire)(p, current_stream());
 #endif
   }
 }
@@ -362,5 +393,5 @@ void attention_backward(const tensor<T, Device>& qkv, const tensor<std::int32_t,
 }  // namespace loom
 
 #if LOOM_CUDA_COMPILER
-#include "attention.cuh"  // defines: the CUDA kernels, registered in detail::attention_cuda_slots at start-up
+#include "attention.cuh"  // defines: the CUDA kernels, detail::register_attention_cuda<T>
 #endif

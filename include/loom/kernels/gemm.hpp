@@ -16,7 +16,7 @@
 #include "gemm_cublaslt.hpp"  // defines: detail::cublaslt_matmul
 #endif
 #if LOOM_CUDA_COMPILER
-#include "gemm_gelu.cuh"  // defines: the erf-GELU pass for gemm_epilogue::bias_gelu on CUDA (registered at start-up)
+#include "gemm_gelu.cuh"  // defines: the erf-GELU pass for gemm_epilogue::bias_gelu on CUDA, gelu_erf_pass_registered
 #endif
 
 namespace loom {
@@ -36,6 +36,11 @@ bool run_matmul(const tensor<T, Device>& a, const tensor<T, Device>& b, const te
     return true;
   } else {
     static_assert(!std::is_same_v<T, double>, "matmul on CUDA supports float, bf16 and f16 (double: host only)");
+#if LOOM_CUDA_COMPILER
+    // Only here does the nvcc TU's definition differ from a host TU's: an odr-use with no run-time effect (the
+    // registration runs at start-up, whichever TU's copy of this function the linker keeps).
+    static_cast<void>(&gelu_erf_pass_registered<T>);
+#endif
 #if LOOM_HAS_CUDA_RUNTIME
     LOOM_CHECK(a.device_index() == c.device_index() && b.device_index() == c.device_index(),
                "matmul: a, b and c are on different devices (" + std::to_string(a.device_index()) + ", " +

@@ -30,8 +30,8 @@ namespace detail {
 
 // The erf-GELU pass that follows cuBLASLt's BIAS epilogue for gemm_epilogue::bias_gelu (cuBLASLt's own GELU
 // epilogue is the tanh approximation: PyTorch's addmm falls back to gelu(approximate="tanh") for the same
-// result). The kernel is CUDA code, so gemm_gelu.cuh registers it from nvcc-compiled translation units; going
-// through this slot keeps every TU's definition of matmul identical (no ODR split between nvcc and g++ TUs).
+// result). The kernel is CUDA code, so gemm_gelu.cuh registers it, per element type, from the nvcc-compiled
+// translation units that run matmul on that type; going through this slot lets matmul run it from g++ TUs too.
 // D is column-major m x n with leading dimension ld, `batch` times `batch_stride` apart.
 using gelu_pass_fn = void (*)(void* d, index_t m, index_t n, index_t ld, index_t batch, index_t batch_stride,
                               cudaStream_t stream);
@@ -213,11 +213,14 @@ std::unique_ptr<lt_plan> make_lt_plan(cublasLtHandle_t handle, const lt_key& key
   const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->x, plan->y, plan->d, plan->d,
                                                           pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  LOOM_CUBLAS_CHECK(s);
-  if (found == 0 && static_cast<gemm_epilogue>(key.epilogue) == gemm_epilogue::bias_grad) {
-    plan->supported = false;  // the caller computes the bias gradient separately
+  // No fused bias gradient for this layout: cuBLAS 13.1 answers NOT_SUPPORTED for a dy that is not transposed,
+  // earlier versions found no algorithm. Either way the caller computes the bias gradient separately.
+  if ((found == 0 || s == CUBLAS_STATUS_NOT_SUPPORTED) &&
+      static_cast<gemm_epilogue>(key.epilogue) == gemm_epilogue::bias_grad) {
+    plan->supported = false;
     return plan;
   }
+  LOOM_CUBLAS_CHECK(s);
   LOOM_CHECK(found > 0, "matmul: cuBLASLt has no algorithm for this GEMM (m=" + std::to_string(p.m) +
                             " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) + " batch=" +
                             std::to_string(p.batch) + ", alignments " + std::to_string(key.align_x) + "/" +
@@ -241,9 +244,10 @@ bool cublaslt_matmul(const gemm_plan& p, const gemm_options& o, const T* bias, i
   if (o.epilogue == gemm_epilogue::bias_gelu) {
     gelu = gelu_pass_slot<T>().load(std::memory_order_acquire);
     LOOM_CHECK(gelu != nullptr,
-               "matmul: gemm_epilogue::bias_gelu on CUDA needs loom's erf-GELU kernel, which exists only when "
-               "loom/kernels/gemm.hpp is included by at least one nvcc-compiled file of the program (or use "
-               "bias_gelu_tanh, fused in cuBLASLt)");
+               "matmul: gemm_epilogue::bias_gelu on CUDA " + std::string(name(dtype_of<T>())) + " tensors needs "
+               "loom's erf-GELU kernel for that element type, which a program has only when at least one of its "
+               "nvcc-compiled files calls loom::matmul on CUDA tensors of that type (or use bias_gelu_tanh, fused "
+               "in cuBLASLt)");
   }
   constexpr index_t es = sizeof(T);
   const lt_key key{static_cast<std::int64_t>(dtype_of<T>()),

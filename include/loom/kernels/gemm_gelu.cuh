@@ -60,12 +60,11 @@ void gelu_erf_pass(void* data, index_t m, index_t n, index_t ld, index_t batch, 
   LOOM_CUDA_CHECK_LAUNCH();
 }
 
-// Registers the pass for every type matmul runs on CUDA, once per program (an inline variable: one instance).
-inline const bool gelu_erf_passes_registered = [] {
-  gelu_pass_slot<float>().store(&gelu_erf_pass<float>, std::memory_order_release);
-  gelu_pass_slot<bf16>().store(&gelu_erf_pass<bf16>, std::memory_order_release);
-  gelu_pass_slot<f16>().store(&gelu_erf_pass<f16>, std::memory_order_release);
-  return true;
-}();
+// Registers T's pass at start-up (one instance per program), for the element types only that an nvcc TU runs matmul
+// on: run_matmul (gemm.hpp) odr-uses gelu_erf_pass_registered<T> on its CUDA path, so a TU compiles no GELU kernels
+// of types it never multiplies.
+template <class T>
+inline const bool gelu_erf_pass_registered =
+    (gelu_pass_slot<T>().store(&gelu_erf_pass<T>, std::memory_order_release), true);
 
 }  // namespace loom::detail
