@@ -89,12 +89,6 @@ class encoder_layer {
     norm2_.bind_grads(store);
   }
 
-  /// The linear layer (and its block) behind each LoRA target.
-  lora_linear<Precision, Parallel, Device>& adapted(int t) {
-    return t <= value ? attention_.qkv() : t == attention_output ? attention_.output()
-                                         : t == intermediate     ? ffn_.intermediate()
-                                                                 : ffn_.output();
-  }
   /// Registers the adapters of the targets with on[t], in unit adapter(index).
   void add_adapters(param_store<T, Device>& store, const lora_options& o, const std::array<bool, target_count>& on) {
     const parallel::unit u = parallel::unit::adapter(index_);

@@ -97,37 +97,33 @@ class lora_linear {
   void forward(const tensor_t& x, const tensor_t& y, gemm_epilogue epilogue, saved& u, const lora_scratch<T, Device>& s,
                const pass& p) const {
     base_.forward(x, y, epilogue);
-    for (index_t i = 0; i < base_.blocks(); ++i) {
-      if (!adapted(i)) continue;
-      if (split_across(parallel::split::row))  // x and A hold this rank's input columns: x A^T is partial
+    // A row split holds this rank's input columns of x and A: x A^T is partial, summed over the group.
+    const auto reduce_u = group_sum_if(parallel::split::row);
+    for (index_t i = 0; i < base_.blocks(); ++i)
+      if (adapted(i))
         lora_forward(x, w_[i], options_->scaling(), dropout_for(i, p), u[i], scratch_like(s.x_drop, x),
-                     block_columns(y, i), group_sum());
-      else
-        lora_forward(x, w_[i], options_->scaling(), dropout_for(i, p), u[i], scratch_like(s.x_drop, x),
-                     block_columns(y, i));
-    }
+                     block_columns(y, i), reduce_u);
   }
   /// The base layer's backward, then each adapter's (its share of dx added when dx is given).
   void backward(const tensor_t& dy, const tensor_t& x, const tensor_t& dx, grad_mode param_mode, grad_mode input_mode,
                 const saved& u, const lora_scratch<T, Device>& s, const pass& p, ones_vector<T, Device>& ones) const {
     base_.backward(dy, x, dx, param_mode, input_mode, ones);
-    for (index_t i = 0; i < base_.blocks(); ++i) {
-      if (!adapted(i)) continue;
-      if (split_across(parallel::split::column))  // dy and B hold this rank's output rows: dy B is partial
+    // A column split holds this rank's output rows of dy and B: dy B is partial, summed over the group.
+    const auto reduce_du = group_sum_if(parallel::split::column);
+    for (index_t i = 0; i < base_.blocks(); ++i)
+      if (adapted(i))
         lora_backward(block_columns(dy, i), x, w_[i], dw_[i], options_->scaling(), dropout_for(i, p), u[i], s.du,
-                      scratch_like(s.x_drop, x), scratch_like(s.dx_drop, x), dx, param_mode, given(dx), group_sum());
-      else
-        lora_backward(block_columns(dy, i), x, w_[i], dw_[i], options_->scaling(), dropout_for(i, p), u[i], s.du,
-                      scratch_like(s.x_drop, x), scratch_like(s.dx_drop, x), dx, param_mode, given(dx));
-    }
+                      scratch_like(s.x_drop, x), scratch_like(s.dx_drop, x), dx, param_mode, given(dx), reduce_du);
   }
 
  private:
-  bool split_across(parallel::split how) const {
-    return base_.config().split == how && base_.group() && base_.group()->tensor_size() > 1;
-  }
-  auto group_sum() const {
-    return [g = base_.group()](const tensor_t& t) { g->all_reduce_sum(t); };
+  // The sum over the tensor group when this layer is split `how` across more than one rank, else nothing.
+  auto group_sum_if(parallel::split how) const {
+    Parallel* g = base_.config().split == how && base_.group() && base_.group()->tensor_size() > 1 ? base_.group()
+                                                                                                  : nullptr;
+    return [g](const tensor_t& t) {
+      if (g) g->all_reduce_sum(t);
+    };
   }
   std::string lora_name(index_t block, char which) const {
     return base_.config().modules[block] + ".lora_" + which + ".weight";

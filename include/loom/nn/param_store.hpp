@@ -115,24 +115,12 @@ class param_store {
   /// The [begin, end) element ranges of the flat buffer the optimizer updates: the trainable parameters, in
   /// buffer order, with adjacent ones (packed, or with no alignment gap between them) merged.
   std::vector<std::pair<index_t, index_t>> trainable_ranges() const {
-    std::vector<std::pair<index_t, index_t>> out;
-    for (const auto& p : params_) {
-      if (!p.trainable || p.numel() == 0) continue;
-      if (!out.empty() && out.back().second == p.offset) out.back().second += p.numel();
-      else out.emplace_back(p.offset, p.offset + p.numel());
-    }
-    return out;
+    return merged_ranges([](const param_info&) { return true; });
   }
   /// The trainable ranges of one unit's parameters (merged as trainable_ranges does); empty when it is frozen or
   /// has no parameters.
   std::vector<std::pair<index_t, index_t>> unit_ranges(const parallel::unit& u) const {
-    std::vector<std::pair<index_t, index_t>> out;
-    for (const auto& p : params_) {
-      if (!(p.unit == u) || !p.trainable || p.numel() == 0) continue;
-      if (!out.empty() && out.back().second == p.offset) out.back().second += p.numel();
-      else out.emplace_back(p.offset, p.offset + p.numel());
-    }
-    return out;
+    return merged_ranges([&](const param_info& p) { return p.unit == u; });
   }
   /// Every unit that owns a parameter, in registration order.
   std::vector<parallel::unit> units() const {
@@ -171,6 +159,17 @@ class param_store {
   }
 
  private:
+  // The trainable parameters that `select` picks, in buffer order, adjacent ones merged.
+  template <class Select>
+  std::vector<std::pair<index_t, index_t>> merged_ranges(Select select) const {
+    std::vector<std::pair<index_t, index_t>> out;
+    for (const auto& p : params_) {
+      if (!p.trainable || p.numel() == 0 || !select(p)) continue;
+      if (!out.empty() && out.back().second == p.offset) out.back().second += p.numel();
+      else out.emplace_back(p.offset, p.offset + p.numel());
+    }
+    return out;
+  }
   std::size_t find(const std::string& name) const {
     auto it = index_.find(name);
     LOOM_CHECK(it != index_.end(), "param_store: no parameter named '" + name + "'");

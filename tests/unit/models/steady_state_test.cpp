@@ -3,22 +3,11 @@
 // The workspace discipline of bert::model: training steps allocate nothing once the buffers for a batch shape exist
 // (plain, recomputation, LoRA), and on CUDA a captured graph of a training step (and of inference) replays exactly
 // what the eager calls compute.
-#include <cstdlib>
-#include <filesystem>
-
-#include <loom/models/bert/model.hpp>
-#include <loom/models/bert/weights.hpp>
-
-#include "test_util.hpp"
-
-using namespace loom;
-using loom::test::device;
+#include "bert_reference.hpp"
 
 namespace {
 
-const std::filesystem::path tiny_a =
-    std::filesystem::path(std::getenv("LOOM_SOURCE_DIR") ? std::getenv("LOOM_SOURCE_DIR") : LOOM_SOURCE_DIR) /
-    "tests/fixtures/bert/tiny_a";
+const std::filesystem::path tiny_a = fixtures / "tiny_a";
 
 using fp32_model = bert::model<precision::fp32, parallel::single, device>;
 

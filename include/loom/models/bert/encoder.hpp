@@ -61,6 +61,13 @@ class encoder {
   using embedding_type = nn::embedding<Precision, Device>;
   using T = typename layer_type::T;
   using tensor_t = tensor<T, Device>;
+  // lora_target_mask's order is the layer's adapter order (nn/ cannot name models/bert's enum).
+  static_assert(layer_type::query == static_cast<int>(lora_target::query) &&
+                layer_type::value == static_cast<int>(lora_target::value) &&
+                layer_type::attention_output == static_cast<int>(lora_target::attention_output) &&
+                layer_type::intermediate == static_cast<int>(lora_target::intermediate) &&
+                layer_type::output == static_cast<int>(lora_target::output) &&
+                layer_type::target_count == lora_target_count);
 
   /// Registers nothing yet: the owner calls register_params() where the encoder's parameters go in its layout.
   encoder(const config& c, nn::param_store<T, Device>& store, Parallel& group)
