@@ -121,6 +121,8 @@ class encoder {
     lora_ = o;
     lora_on_ = on;
   }
+  /// The LoRA options in effect (none without adapters).
+  const std::optional<nn::lora_options>& lora() const { return lora_; }
   void init_adapters(std::uint64_t seed) {
     for (auto& l : layers_) l.init_adapters(store_, seed);
   }

@@ -87,7 +87,7 @@ class model {
   /// and initialised as PEFT does (A kaiming-uniform, B = 0; `seed` picks A's draws), so the model's outputs do
   /// not change until B is trained. Call after loading the base weights; the flat buffer grows (and moves).
   void enable_lora(const nn::lora_options& c, std::uint64_t seed = 0) {
-    LOOM_CHECK(!lora_, "enable_lora: the model already has LoRA adapters (merge_lora() folds them in first)");
+    LOOM_CHECK(!lora(), "enable_lora: the model already has LoRA adapters (merge_lora() folds them in first)");
     c.validate();
     const auto on = lora_target_mask(c.targets);
     base_param_count_ = params_.params().size();
@@ -102,22 +102,20 @@ class model {
       params_.set_trainable("classifier.weight", true);
       params_.set_trainable("classifier.bias", true);
     }
-    lora_ = c;
     rebind();
     encoder_.init_adapters(seed);
   }
   /// The LoRA options in effect (none before enable_lora and after merge_lora).
-  const std::optional<nn::lora_options>& lora() const { return lora_; }
+  const std::optional<nn::lora_options>& lora() const { return encoder_.lora(); }
   /// Folds every adapter into its base weight (W += alpha/r * B A) and removes the adapters from params() (PEFT's
   /// merge_and_unload): the model is a plain BERT again, computing what base + adapters did, and every parameter
   /// is as trainable as before enable_lora. save_pretrained then writes an ordinary HF checkpoint.
   void merge_lora() {
-    LOOM_CHECK(lora_.has_value(), "merge_lora: the model has no LoRA adapters");
+    LOOM_CHECK(lora().has_value(), "merge_lora: the model has no LoRA adapters");
     encoder_.merge_adapters();
     params_.truncate(base_param_count_);
     for (std::size_t i = 0; i < saved_trainable_.size(); ++i)
       params_.set_trainable(params_.params()[i].name, saved_trainable_[i]);
-    lora_.reset();
     rebind();
   }
   /// The [begin, end) element ranges of params().flat() (and flat_grads()) that training updates: every
@@ -242,8 +240,7 @@ class model {
   bool grads_bound_ = false;
   parallel::ranges pooler_ranges_, head_ranges_;
 
-  // LoRA: the options, and what enable_lora changed (to undo on merge).
-  std::optional<nn::lora_options> lora_;
+  // LoRA: what enable_lora changed (to undo on merge); the options live in the encoder.
   std::size_t base_param_count_ = 0;
   std::vector<bool> saved_trainable_;
 
