@@ -28,6 +28,8 @@ struct bench_options {
   bool train = false, recompute = false;
   int lora_r = 0;
   float max_grad_norm = 0;
+  std::string parallel = "none";
+  double bucket_mb = 25;
 };
 
 /// BERT-base and -large as hf_bert.py builds them (2 labels).
@@ -69,6 +71,8 @@ inline void run_bench(const bench_options& o) {
         t.recompute = o.recompute;
         t.lora_r = o.lora_r;
         t.max_grad_norm = o.max_grad_norm;
+        t.parallel = o.parallel;
+        t.bucket_mb = o.bucket_mb;
         if (o.device == "cuda") bench_train_cuda(t);
         else bench_train_host(t);
       }
@@ -125,7 +129,16 @@ inline void register_bench(CLI::App& app) {
   sub->add_option("--max-grad-norm", o->max_grad_norm,
                   "with --train: clip the global gradient norm every step (default 0: no clipping, as hf_bert.py)")
       ->check(sign_check(false));
-  sub->callback([o] { run_bench(*o); });
+  sub->add_option("--parallel", o->parallel,
+                  "with --train: none, or dp (data parallel under mpirun: each rank times its own steps, the "
+                  "gradients reduced in buckets; one rank shows the cost of the machinery alone)")
+      ->capture_default_str()->check(CLI::IsMember({"none", "dp"}));
+  sub->add_option("--bucket-mb", o->bucket_mb, "with --parallel dp: gradient bucket size")->capture_default_str()
+      ->check(sign_check(true));
+  sub->callback([o] {
+    LOOM_CHECK(o->parallel == "none" || o->train, "--parallel dp times training steps: add --train");
+    run_bench(*o);
+  });
 }
 
 }  // namespace loom_bert

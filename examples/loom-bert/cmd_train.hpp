@@ -72,6 +72,14 @@ inline void register_train(CLI::App& app) {
       ->capture_default_str()->check(CLI::IsMember({"accuracy", "macro_f1", "loss"}));
   sub->add_option("--log-every", o->log_every, "steps between progress lines")->capture_default_str()
       ->check(sign_check(true));
+  sub->add_option("--parallel", o->parallel,
+                  "none, or dp: data parallel, one rank per GPU under mpirun (--batch-size is per rank)")
+      ->capture_default_str()->check(CLI::IsMember({"none", "dp"}));
+  sub->add_option("--bucket-mb", o->bucket_mb, "with --parallel dp: MB of gradients per all-reduce bucket")
+      ->capture_default_str()->check(sign_check(true));
+  sub->add_option("--comm-timeout", o->comm_timeout_s,
+                  "with --parallel dp: seconds a collective may take before every rank stops with an error")
+      ->capture_default_str()->check(sign_check(true));
   sub->callback([o] {
     if (o->device == "cpu") {
       LOOM_CHECK(o->precision == "fp32", "--device cpu trains in fp32; bf16/fp16 need --device cuda");

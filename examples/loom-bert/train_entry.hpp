@@ -20,6 +20,8 @@ struct train_bench_options {
   bool recompute = false;
   int lora_r = 0;
   float max_grad_norm = 0;  ///< > 0: global-norm clipping in every step (hf_bert.py's step has none)
+  std::string parallel = "none";  ///< "dp": gradients reduced in buckets over the world (one rank: NCCL's cost alone)
+  double bucket_mb = 25;
 };
 /// Prints one JSON line (kind "train", as ../shared/bench/hf_bert.py).
 void bench_train_host(const train_bench_options& o);

@@ -8,9 +8,11 @@
 
 #include <loom/loom.hpp>
 #include <loom/models/bert/plan.hpp>
+#include <loom/train/run_fingerprint.hpp>
 #include <loom/train/trainer.hpp>
 
 #include "bench_ids.hpp"
+#include "distributed.hpp"
 #include "runner.hpp"
 #include "standard_output.hpp"
 #include "train_entry.hpp"
@@ -18,21 +20,58 @@
 namespace loom_bert {
 
 template <class Precision, class Device>
-void run_training(const loom::train::train_options& o) {
-  auto run = loom::train::prepare(o);  // every check before any training starts
-  std::fprintf(stderr, "loom-bert train: %zu training rows, %zu dev rows, %zu labels, %s on %s\n", run.train.size(),
-               run.dev.size(), run.labels.size(), std::string(Precision::name).c_str(),
-               std::string(Device::name).c_str());
-  loom::train::trainer<Precision, Device> t(o, std::move(run));
+void run_training(loom::train::train_options o) {
+  using trainer_t = loom::train::trainer<Precision, Device>;
+  typename trainer_t::policy_t dp;
+  if (o.parallel == "dp") dp = make_data_parallel<typename trainer_t::policy_t, Device>(o.bucket_mb, o.comm_timeout_s);
+  o.world_size = dp.size();
+  const bool lead = dp.rank() == 0;
+  // Every rank reads and checks everything; rank 0 alone prepares --output. A refusal on any rank stops them all.
+  loom::train::prepared_run run;
+  std::string failure;
+  try {
+    run = loom::train::prepare(o, lead);
+  } catch (const std::exception& e) {
+    if (!dp.active()) throw;
+    failure = e.what();
+  }
+  if (dp.active()) loom::parallel::agree_on_error(dp.control(), failure);
+  if (run.finished) {
+    if (lead) std::fprintf(stderr, "loom-bert train: %s\n", loom::train::finished_run_summary(*run.resume, o).c_str());
+    return;
+  }
+  if (dp.active())
+    loom::parallel::check_same_start(
+        dp.control(), loom::train::run_fingerprint(o, {run.weights, run.vocab,
+                                                       o.model_dir.empty() ? std::filesystem::path(o.config_file)
+                                                                           : std::filesystem::path(o.model_dir) /
+                                                                                 "config.json"},
+                                                   run.train, run.dev));
+  if (lead)
+    std::fprintf(stderr, "loom-bert train: %zu training rows, %zu dev rows, %zu labels, %s on %s%s\n",
+                 run.train.size(), run.dev.size(), run.labels.size(), std::string(Precision::name).c_str(),
+                 std::string(Device::name).c_str(),
+                 dp.active() ? (", data parallel over " + std::to_string(dp.size()) + " rank(s), " +
+                                std::to_string(o.global_micro_batch() * static_cast<std::size_t>(o.grad_accum)) +
+                                " rows per step")
+                                   .c_str()
+                             : "");
+  trainer_t t(o, std::move(run), std::move(dp));
   const auto report = t.run();
-  std::fprintf(stderr, "loom-bert train: done after %lld steps; last dev accuracy %.4f, macro-F1 %.4f; model in %s\n",
-               static_cast<long long>(t.steps()), report.accuracy, report.macro_f1, o.output.c_str());
+  if (lead)
+    std::fprintf(stderr, "loom-bert train: done after %lld steps; last dev accuracy %.4f, macro-F1 %.4f; model in %s\n",
+                 static_cast<long long>(t.steps()), report.accuracy, report.macro_f1, o.output.c_str());
 }
 
 template <class Precision, class Device>
 void run_train_bench(const train_bench_options& o) {
-  using model_t = loom::bert::model<Precision, parallel_policy, Device>;
-  model_t m(o.config);
+  // The trainer's model type: with --parallel dp its buckets reduce over NCCL (a world of one on one GPU), without
+  // it the policy is inactive, so the two figures show what data parallelism costs.
+  using policy_t = typename loom::train::trainer<Precision, Device>::policy_t;
+  using model_t = loom::bert::model<Precision, policy_t, Device>;
+  policy_t dp;
+  if (o.parallel == "dp") dp = make_data_parallel<policy_t, Device>(o.bucket_mb, 60);
+  model_t m(o.config, true, std::move(dp));
   loom::bert::init_weights(m, 1);
   m.set_recompute(o.recompute);
   if (o.lora_r > 0) {
@@ -56,7 +95,10 @@ void run_train_bench(const train_bench_options& o) {
   std::int64_t step = 0;
   auto one_step = [&] {
     m.forward_loss(b, loom::bert::mode::training, 1, static_cast<std::uint64_t>(step));
+    m.parallel().attach(m.params());
+    m.parallel().set_sync(true);
     m.backward(b);
+    m.parallel().finish_gradients();
     if (o.max_grad_norm > 0) loom::optim::clip_grad_norm(opt, o.max_grad_norm);
     opt.step(2e-5);
     ++step;

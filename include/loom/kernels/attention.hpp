@@ -27,14 +27,17 @@ namespace loom {
 
 /// Dropout on the attention probabilities (training), as HF's `attention_probs = dropout(softmax(scores))`:
 /// probability (b, h, q, k) is kept when its uniform draw (attention_keep: word (q%2)*2 + k%2 of Philox counter
-/// ((b*heads + h)*ceil(S/2) + q/2)*ceil(S/2) + k/2) is >= p, and then scaled by 1/(1-p). The draw depends only on
-/// that index, so the host and CUDA drop the same elements. p = 0
+/// (((first + b)*heads + h)*ceil(S/2) + q/2)*ceil(S/2) + k/2) is >= p, and then scaled by 1/(1-p). The draw depends
+/// only on that index, so the host and CUDA drop the same elements. p = 0
 /// (the default) is inference: no draws at all. Use a fresh (seed, offset) per layer and step, and pass the same
-/// one to attention_backward.
+/// one to attention_backward. `first` is the global index of this call's sequence 0 when the batch is a slice of a
+/// larger one (a rank's rows of a global batch, padded to the same S): each sequence then draws the mask it would
+/// get in the unsplit batch.
 struct attention_dropout {
   float p = 0.0f;
   std::uint64_t seed = 0;
   std::uint64_t offset = 0;
+  std::uint64_t first = 0;
 };
 
 namespace detail {
@@ -59,19 +62,23 @@ struct attention_problem {
 /// holds two adjacent columns of two rows, so it needs half of a block's words, and the thread beside it holds the
 /// other half: two threads share each Philox call (attention.cuh, tile_keep_bits), a quarter of one call per
 /// element, whichever of queries or keys are the rows of the tile.
-LOOM_HOST_DEVICE LOOM_FORCEINLINE std::uint64_t attention_dropout_block(int b, int h, int q, int k, int heads,
-                                                                        int seq) {
+/// `b` is the sequence's global index (attention_dropout::first + its index in the call).
+LOOM_HOST_DEVICE LOOM_FORCEINLINE std::uint64_t attention_dropout_block(std::uint64_t b, int h, int q, int k,
+                                                                        int heads, int seq) {
   const auto half = static_cast<std::uint64_t>((seq + 1) / 2);
-  return ((static_cast<std::uint64_t>(b) * heads + h) * half + static_cast<std::uint64_t>(q >> 1)) * half +
+  return ((b * static_cast<std::uint64_t>(heads) + static_cast<std::uint64_t>(h)) * half +
+          static_cast<std::uint64_t>(q >> 1)) * half +
          static_cast<std::uint64_t>(k >> 1);
 }
 /// Which word of its block's Philox result probability (b, h, q, k) draws.
 LOOM_HOST_DEVICE LOOM_FORCEINLINE int attention_dropout_word(int q, int k) { return (q & 1) * 2 + (k & 1); }
 
-/// True when probability (b, h, q, k) survives dropout (the same float comparison on host and device).
+/// True when probability (b, h, q, k) survives dropout (the same float comparison on host and device); b is the
+/// sequence's index in this call (d.first is added here).
 LOOM_HOST_DEVICE LOOM_FORCEINLINE bool attention_keep(const attention_dropout& d, int b, int h, int q, int k,
                                                       int heads, int seq) {
-  const philox_words r = philox4x32_10(attention_dropout_block(b, h, q, k, heads, seq), d.offset, d.seed);
+  const philox_words r = philox4x32_10(
+      attention_dropout_block(d.first + static_cast<std::uint64_t>(b), h, q, k, heads, seq), d.offset, d.seed);
   return word_to_uniform01(philox_word(r, static_cast<std::uint64_t>(attention_dropout_word(q, k)))) >= d.p;
 }
 

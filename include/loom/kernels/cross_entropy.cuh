@@ -63,10 +63,11 @@ __global__ void __launch_bounds__(1024) cross_entropy_mean_kernel(const S* losse
 template <class T>
 __global__ void __launch_bounds__(256) cross_entropy_backward_kernel(row_view<const stat_t<T>> probs,
                                                                      const std::int32_t* labels, row_view<T> dlogits,
-                                                                     float scale, bool accumulate,
-                                                                     std::int32_t ignore_index) {
+                                                                     float scale, const float* scale_on_device,
+                                                                     bool accumulate, std::int32_t ignore_index) {
   using S = stat_t<T>;
   __shared__ float scratch[32];
+  if (scale_on_device) scale = device_scaled(scale, scale_on_device);
   // Every block counts the labels itself (batch-sized, from L2): no second buffer, no cross-block ordering.
   const S factor = static_cast<S>(scale) / static_cast<S>(count_labels(labels, probs.rows, ignore_index, scratch));
   const index_t n = probs.n;
@@ -102,11 +103,12 @@ void cuda_cross_entropy_forward(const row_view<T>& logits, const std::int32_t* l
 
 template <class T>
 void cuda_cross_entropy_backward(const row_view<stat_t<T>>& probs, const std::int32_t* labels,
-                                 const row_view<T>& dlogits, float scale, bool accumulate, std::int32_t ignore_index) {
+                                 const row_view<T>& dlogits, float scale, const float* scale_on_device,
+                                 bool accumulate, std::int32_t ignore_index) {
   // Few blocks: each counts the whole batch's labels once, then strides over rows.
   const auto blocks = static_cast<unsigned>(std::min<index_t>(probs.rows, index_t(sm_count()) * 4));
   cross_entropy_backward_kernel<T><<<blocks, row_block_threads(probs.n), 0, current_stream()>>>(
-      const_rows(probs), labels, dlogits, scale, accumulate, ignore_index);
+      const_rows(probs), labels, dlogits, scale, scale_on_device, accumulate, ignore_index);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 

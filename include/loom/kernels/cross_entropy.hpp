@@ -51,10 +51,18 @@ void host_cross_entropy_forward(const row_view<T>& logits, const std::int32_t* l
   *loss = total / static_cast<S>(count);  // 0 / 0 = NaN when every row is ignored, as torch
 }
 
+/// The gradient's multiplier: `scale`, or with a scale on the device, float(scale) * *scale_on_device rounded to
+/// float (on both devices, so the result is what a host float of that product gives).
+LOOM_HOST_DEVICE LOOM_FORCEINLINE float device_scaled(float scale, const float* scale_on_device) {
+  return scale * *scale_on_device;
+}
+
 template <class T>
 void host_cross_entropy_backward(const row_view<stat_t<T>>& probs, const std::int32_t* labels,
-                                 const row_view<T>& dlogits, double scale, bool accumulate, std::int32_t ignore_index) {
+                                 const row_view<T>& dlogits, double scale, const float* scale_on_device,
+                                 bool accumulate, std::int32_t ignore_index) {
   using S = stat_t<T>;
+  if (scale_on_device) scale = static_cast<double>(device_scaled(static_cast<float>(scale), scale_on_device));
   index_t count = 0;
   for (index_t r = 0; r < probs.rows; ++r) {
     LOOM_CHECK(labels[r] == ignore_index || (labels[r] >= 0 && labels[r] < probs.n),
@@ -131,6 +139,39 @@ void cross_entropy_forward(const tensor<T, D>& logits, const tensor<std::int32_t
   }
 }
 
+namespace detail {
+template <class T, class D>
+void cross_entropy_backward_impl(const tensor<stat_t<T>, D>& probs, const tensor<std::int32_t, D>& labels,
+                                 const tensor<T, D>& dlogits, double scale, const tensor<float, D>* scale_on_device,
+                                 grad_mode mode, std::int32_t ignore_index) {
+  constexpr const char* op = "cross_entropy_backward";
+  LOOM_CHECK(probs.rank() == 2, std::string(op) + ": probs must be [batch, classes], got " + probs.extents().str());
+  check_same_shape(dlogits, probs.extents(), op, "dlogits", "probs");
+  const row_view<stat_t<T>> pv = rows_of(probs, op, "probs");
+  const row_view<T> dv = rows_of(dlogits, op, "dlogits");
+  check_vector(labels, pv.rows, op, "labels");
+  check_same_device<D>(op, probs.device_index(), labels, dlogits);
+  const float* dscale = nullptr;
+  if (scale_on_device) {
+    check_vector(*scale_on_device, 1, op, "scale_on_device");
+    check_same_device<D>(op, probs.device_index(), *scale_on_device);
+    dscale = scale_on_device->data();
+  }
+  if (pv.rows == 0 || pv.n == 0) return;
+  const bool acc = mode == grad_mode::accumulate;
+  if constexpr (std::is_same_v<D, host>) {
+    host_cross_entropy_backward<T>(pv, labels.data(), dv, scale, dscale, acc, ignore_index);
+  } else {
+    static_assert(!std::is_same_v<T, double>, "cross-entropy on CUDA supports float, bf16 and f16 (double: host only)");
+#if LOOM_CUDA_COMPILER
+    cuda_cross_entropy_backward<T>(pv, labels.data(), dv, static_cast<float>(scale), dscale, acc, ignore_index);
+#else
+    static_assert(dependent_false<T>, "loom's row kernels on CUDA need an nvcc-compiled translation unit");
+#endif
+  }
+}
+}  // namespace detail
+
 /// dlogits (= or +=) (probs - onehot(label)) * scale / (rows whose label is not ignore_index); ignored rows get 0.
 /// `scale` multiplies the gradient of the mean loss (a loss scale, or 1/k for k accumulation steps). The count of
 /// non-ignored labels is taken on the device (no host synchronisation).
@@ -143,26 +184,23 @@ template <floating T, device_tag D>
 void cross_entropy_backward(const tensor<stat_t<T>, D>& probs, const tensor<std::int32_t, D>& labels,
                             const tensor<T, D>& dlogits, double scale = 1.0, grad_mode mode = grad_mode::overwrite,
                             std::int32_t ignore_index = default_ignore_index) {
-  constexpr const char* op = "cross_entropy_backward";
-  using namespace detail;
-  LOOM_CHECK(probs.rank() == 2, std::string(op) + ": probs must be [batch, classes], got " + probs.extents().str());
-  check_same_shape(dlogits, probs.extents(), op, "dlogits", "probs");
-  const row_view<stat_t<T>> pv = rows_of(probs, op, "probs");
-  const row_view<T> dv = rows_of(dlogits, op, "dlogits");
-  check_vector(labels, pv.rows, op, "labels");
-  check_same_device<D>(op, probs.device_index(), labels, dlogits);
-  if (pv.rows == 0 || pv.n == 0) return;
-  const bool acc = mode == grad_mode::accumulate;
-  if constexpr (std::is_same_v<D, host>) {
-    host_cross_entropy_backward<T>(pv, labels.data(), dv, scale, acc, ignore_index);
-  } else {
-    static_assert(!std::is_same_v<T, double>, "cross-entropy on CUDA supports float, bf16 and f16 (double: host only)");
-#if LOOM_CUDA_COMPILER
-    cuda_cross_entropy_backward<T>(pv, labels.data(), dv, static_cast<float>(scale), acc, ignore_index);
-#else
-    static_assert(dependent_false<T>, "loom's row kernels on CUDA need an nvcc-compiled translation unit");
-#endif
-  }
+  detail::cross_entropy_backward_impl<T, D>(probs, labels, dlogits, scale, nullptr, mode, ignore_index);
+}
+
+/// cross_entropy_backward with the multiplier read on the device: dlogits (= or +=) (probs - onehot(label)) *
+/// (float(scale) * scale_on_device, rounded to float) / (rows not ignored). `scale_on_device` is a one-element
+/// float tensor on D (a rank-0 view such as loss_scaler::scale_tensor()), read by the kernel when it runs: fp16
+/// loss scaling without the host waiting for the GPU to learn the scale. Bit for bit what the host-float
+/// overload gives for the float product float(scale) * value.
+///
+/// ```cpp
+/// loom::cross_entropy_backward(probs, labels, dlogits, scaler.scale_tensor(), 1.0 / accumulation_steps);
+/// ```
+template <floating T, device_tag D>
+void cross_entropy_backward(const tensor<stat_t<T>, D>& probs, const tensor<std::int32_t, D>& labels,
+                            const tensor<T, D>& dlogits, const tensor<float, D>& scale_on_device, double scale = 1.0,
+                            grad_mode mode = grad_mode::overwrite, std::int32_t ignore_index = default_ignore_index) {
+  detail::cross_entropy_backward_impl<T, D>(probs, labels, dlogits, scale, &scale_on_device, mode, ignore_index);
 }
 
 }  // namespace loom

@@ -46,11 +46,11 @@ template <class T>
 struct residual_source {
   row_view<const T> a, b;
   row_view<T> sum;
-  // residual_dropout on b (drop false: none), its draws as uniform01(seed, offset, r * n + c).
+  // residual_dropout on b (drop false: none), its draws as uniform01(seed, offset, first + r * n + c).
   bool drop = false;
   float threshold = 0;
   compute_t<T> scale = 1;
-  std::uint64_t seed = 0, offset = 0;
+  std::uint64_t seed = 0, offset = 0, first = 0;
   // H200, 32768 x 768 bf16: 3623 GB/s persistent vs 3587 one row per warp (inference 3435 vs 3326).
   static constexpr bool prefer_persistent = true;
   struct ctx {
@@ -61,7 +61,7 @@ struct residual_source {
   struct hint {};
   __device__ LOOM_FORCEINLINE hint fetch(index_t) const { return {}; }
   __device__ LOOM_FORCEINLINE ctx prepare(index_t r, hint) const {
-    return {a.row(r), b.row(r), static_cast<std::uint64_t>(r * b.n)};
+    return {a.row(r), b.row(r), first + static_cast<std::uint64_t>(r * b.n)};
   }
   __device__ LOOM_FORCEINLINE void load(const ctx& p, index_t c, stat_t<T> (&v)[vec_width<T>]) const {
     constexpr int V = vec_width<T>;
@@ -417,6 +417,7 @@ void cuda_layer_norm_forward(const row_view<T>& a, const row_view<T>& b, const T
       s.scale = static_cast<compute_t<T>>(1.0 / (1.0 - drop.p));
       s.seed = drop.seed;
       s.offset = drop.offset;
+      s.first = drop.first;
     }
     launch_ln_forward<T>(s, o, a.rows,
                          params_ok && a.vector_aligned() && b.vector_aligned() && y.vector_aligned() &&

@@ -15,13 +15,16 @@
 namespace loom {
 
 /// Dropout on add_layer_norm_forward's b before the add: BERT's LN(x + dropout(sublayer(x))) without a dropout
-/// pass of its own. Element j of row r of b (n per row) is kept when uniform01(seed, offset, r * n + j) >= float(p)
-/// and is then multiplied by 1 / (1 - p) in T's compute type and rounded to T: bit for bit what
-/// `assign(b, where(uniform<float>(seed, offset) >= p, b * (1.0 / (1.0 - p)), 0.0))` stores in a contiguous b
-/// before an unfused add_layer_norm_forward. p = 0: no dropout.
+/// pass of its own. Element j of row r of b (n per row) is kept when uniform01(seed, offset, first + r * n + j) >=
+/// float(p) and is then multiplied by 1 / (1 - p) in T's compute type and rounded to T: bit for bit what
+/// `assign(b, where(uniform<float>(seed, offset).from(first) >= p, b * (1.0 / (1.0 - p)), 0.0))` stores in a
+/// contiguous b before an unfused add_layer_norm_forward. p = 0: no dropout. `first` is the draw index of b's element
+/// 0: when b holds rows of a larger tensor (a rank's share of a global batch), the position of its first element
+/// there, so every element draws what it would in the unsplit tensor.
 struct residual_dropout {
   double p = 0.0;
   std::uint64_t seed = 0, offset = 0;
+  std::uint64_t first = 0;
 };
 
 namespace detail {
@@ -69,8 +72,9 @@ void host_layer_norm_forward(const row_view<T>& a, const row_view<T>& b, const T
       for (index_t j = 0; j < a.n; ++j) {
         S w = convert<S>(br[j]);
         if (drop.p > 0)
-          w = drop_residual<T>(w, uniform01(drop.seed, drop.offset, static_cast<std::uint64_t>(r * a.n + j)),
-                               threshold, scale);
+          w = drop_residual<T>(
+              w, uniform01(drop.seed, drop.offset, drop.first + static_cast<std::uint64_t>(r * a.n + j)), threshold,
+              scale);
         s[j] = convert<S>(convert<T>(static_cast<compute_t<T>>(convert<S>(ar[j]) + w)));
       }
     } else {

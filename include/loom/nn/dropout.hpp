@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "../kernels/attention.hpp"   // defines: attention_dropout
 #include "../kernels/layer_norm.hpp"  // defines: residual_dropout
@@ -12,35 +13,56 @@
 
 namespace loom::nn {
 
-/// A counter-based random stream: element i of a tensor draws number i of (seed, offset).
+/// A counter-based random stream: element i of a tensor draws number first + i of (seed, offset).
 struct dropout_stream {
   std::uint64_t seed = 0, offset = 0;
+  std::uint64_t first = 0;  ///< draw index of the tensor's element 0 (see pass::stream)
 };
 
-/// What a forward pass is: training (dropout on, every activation backward needs kept) or inference, and the
-/// (seed, step) its dropout streams derive from.
+/// What a forward pass is: training (dropout on, every activation backward needs kept) or inference, the (seed,
+/// step) its dropout streams derive from, and where its rows sit in the global micro-batch.
 struct pass {
   bool training = false;
   std::uint64_t seed = 0, step = 0;
+  /// Global index of this forward's local row (sequence) 0, and its number of rows: data parallelism gives each
+  /// rank a contiguous slice [first_row, first_row + rows) of every global micro-batch, padded to the global
+  /// longest row (the same S on every rank). rows may stay 0 while first_row is 0.
+  std::int64_t first_row = 0, rows = 0;
 
   /// The stream of dropout site `site` (< 16) of layer `layer` (embeddings 0, encoder layer i at i + 1, the head
-  /// after the last): the offset is unique per step, layer and site, so masks are reproducible. Within a stream an
-  /// element's draw is keyed by its index in this forward's tensor (local row-major position in the micro-batch),
-  /// not by the example: the same rows batched or split differently get different masks.
-  dropout_stream stream(int layer, int site) const {
-    return {seed, (step << 20) | (static_cast<std::uint64_t>(layer) << 4) | static_cast<std::uint64_t>(site)};
+  /// after the last) over a tensor of `numel` elements whose leading dimension is this pass's rows (directly, [B,
+  /// ...], or flattened, [B*S, ...]). The offset is unique per step, layer and site, so masks are reproducible.
+  /// Within a stream an element's draw is keyed by its position in the unsplit global micro-batch: local element i
+  /// draws first_row * (numel / rows) + i, which is where it sits in the same tensor of the whole batch. So a row
+  /// draws the same mask whichever rank computes it and however the batch is split (a run on N ranks drops exactly
+  /// what one process would), as long as the batch is padded to the same S everywhere.
+  dropout_stream stream(int layer, int site, index_t numel) const {
+    return {seed, offset_of(layer, site), first_draw(numel)};
   }
-  /// Hidden dropout applied inside add_layer_norm (the same draws as dropout() over that tensor).
-  residual_dropout residual(int layer, int site, double p) const {
+  /// Hidden dropout applied inside add_layer_norm over `numel` elements (the same draws as dropout() over that
+  /// tensor).
+  residual_dropout residual(int layer, int site, double p, index_t numel) const {
     if (!training || p <= 0) return {};
-    const dropout_stream s = stream(layer, site);
-    return {p, s.seed, s.offset};
+    const dropout_stream s = stream(layer, site, numel);
+    return {p, s.seed, s.offset, s.first};
   }
-  /// Dropout of the attention probabilities, inside the attention kernels.
+  /// Dropout of the attention probabilities, inside the attention kernels: keyed by the global sequence index.
   attention_dropout attention(int layer, int site, double p) const {
     if (!training || p <= 0) return {};
-    const dropout_stream s = stream(layer, site);
-    return {static_cast<float>(p), s.seed, s.offset};
+    LOOM_CHECK(first_row >= 0, "nn::pass: first_row must be >= 0, got " + std::to_string(first_row));
+    return {static_cast<float>(p), seed, offset_of(layer, site), static_cast<std::uint64_t>(first_row)};
+  }
+
+ private:
+  std::uint64_t offset_of(int layer, int site) const {
+    return (step << 20) | (static_cast<std::uint64_t>(layer) << 4) | static_cast<std::uint64_t>(site);
+  }
+  std::uint64_t first_draw(index_t numel) const {
+    if (first_row == 0) return 0;
+    LOOM_CHECK(first_row > 0 && rows > 0 && numel % rows == 0,
+               "nn::pass: a dropout tensor of " + std::to_string(numel) + " elements does not split into the pass's " +
+                   std::to_string(rows) + " rows (first_row " + std::to_string(first_row) + ")");
+    return static_cast<std::uint64_t>(first_row) * static_cast<std::uint64_t>(numel / rows);
   }
 };
 
@@ -48,7 +70,8 @@ struct pass {
 /// Dropout is linear, so the same call on a gradient is its backward.
 template <class T, class Device>
 void dropout(const tensor<T, Device>& dst, const tensor<T, Device>& src, dropout_stream s, double p) {
-  assign(dst, where(uniform<float>(s.seed, s.offset) >= static_cast<float>(p), src * (1.0 / (1.0 - p)), 0.0));
+  assign(dst, where(uniform<float>(s.seed, s.offset).from(s.first) >= static_cast<float>(p), src * (1.0 / (1.0 - p)),
+                    0.0));
 }
 template <class T, class Device>
 void dropout_inplace(const tensor<T, Device>& x, dropout_stream s, double p) {

@@ -62,14 +62,14 @@ class embedding {
     embedding_forward(ids, types, w_[0], w_[1], w_[2], w_[3], w_[4], eps_, a.out.reshape(bsh),
                       p.training ? a.sum.reshape(bsh) : tensor_t{}, p.training ? a.mean : tensor<float, Device>{},
                       p.training ? a.rstd : tensor<float, Device>{});
-    if (p.training) dropout_inplace(a.out, p.stream(0, 0), p_);
+    if (p.training) dropout_inplace(a.out, p.stream(0, 0, a.out.numel()), p_);
   }
   /// `dout` (d of a.out; masked in place by the dropout) -> parameter gradients. `dsum`: [N, H] scratch. The
   /// padding token's row gets no gradient, as nn.Embedding(padding_idx=pad_token_id) in transformers.
   void backward(const tensor_t& dout, const tensor<std::int32_t, Device>& ids, const tensor<std::int32_t, Device>& types,
                 const activations& a, const tensor_t& dsum, grad_mode param_mode, const pass& p,
                 const tensor<std::uint8_t, Device>& ln_workspace, const tensor<std::uint8_t, Device>& workspace) const {
-    if (p_ > 0) dropout_inplace(dout, p.stream(0, 0), p_);
+    if (p_ > 0) dropout_inplace(dout, p.stream(0, 0, dout.numel()), p_);
     layer_norm_backward(dout, a.sum, w_[3], a.mean, a.rstd, dsum, dw_[3], dw_[4], param_mode, grad_mode::overwrite,
                         ln_workspace);
     embedding_backward(dsum.reshape({ids.extent(0), ids.extent(1), hidden_}), ids, types, dw_[0], dw_[1], dw_[2],

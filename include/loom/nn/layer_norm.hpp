@@ -47,7 +47,7 @@ class residual_layer_norm {
   void forward(const tensor_t& x, const tensor_t& sublayer, activations& a, const pass& p) const {
     add_layer_norm_forward(x, sublayer, gamma_, beta_, eps_, p.training ? a.sum : tensor_t{}, a.out,
                            p.training ? a.mean : tensor<float, Device>{}, p.training ? a.rstd : tensor<float, Device>{},
-                           p.residual(layer_, site_, p_));
+                           p.residual(layer_, site_, p_, sublayer.numel()));
   }
   /// d(x + dropout(sublayer)) from dy into `dsum` (overwritten); the parameters' gradients (+)= per param_mode.
   void backward(const tensor_t& dy, const activations& a, const tensor_t& dsum, grad_mode param_mode,
@@ -59,7 +59,7 @@ class residual_layer_norm {
   /// as it is, it is the residual share), or dsum itself without dropout.
   tensor_t sublayer_grad(const tensor_t& dsum, const tensor_t& scratch, const pass& p) const {
     if (p_ <= 0) return dsum;
-    dropout(scratch, dsum, p.stream(layer_, site_), p_);
+    dropout(scratch, dsum, p.stream(layer_, site_, dsum.numel()), p_);
     return scratch;
   }
 

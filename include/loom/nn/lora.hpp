@@ -58,11 +58,13 @@ struct lora_weights {
 };
 
 /// The dropout applied to an adapter's input: keep with probability 1 - p and scale by 1 / (1 - p); element i
-/// of the [N, in] input draws element i of the counter-based stream (seed, offset), so the backward pass (and an
-/// activation-recomputing forward) regenerates the same mask.
+/// of the [N, in] input draws element first + i of the counter-based stream (seed, offset), so the backward pass
+/// (and an activation-recomputing forward) regenerates the same mask. `first`: where x's element 0 sits in the
+/// global batch's input (nn::pass::stream), so a rank's rows draw what they would unsplit.
 struct lora_dropout {
   double p = 0;
   std::uint64_t seed = 0, offset = 0;
+  std::uint64_t first = 0;
   bool active() const { return p > 0; }
 };
 
@@ -76,7 +78,8 @@ struct no_reduce {
 namespace detail {
 template <class T, class D, class E>
 void lora_drop_into(const tensor<T, D>& out, const E& x, const lora_dropout& d) {
-  assign(out, where(uniform<float>(d.seed, d.offset) >= static_cast<float>(d.p), x * (1.0 / (1.0 - d.p)), 0.0));
+  assign(out, where(uniform<float>(d.seed, d.offset).from(d.first) >= static_cast<float>(d.p), x * (1.0 / (1.0 - d.p)),
+                    0.0));
 }
 }  // namespace detail
 
@@ -147,7 +150,7 @@ void lora_backward(const tensor<T, Device>& dy, const tensor<T, Device>& x, cons
   if (drop.active()) {
     matmul(du, w.a, dx_drop);
     // Dropout is linear: its derivative applies the same mask and scale to the incoming gradient.
-    assign(dx, dx + where(uniform<float>(drop.seed, drop.offset) >= static_cast<float>(drop.p),
+    assign(dx, dx + where(uniform<float>(drop.seed, drop.offset).from(drop.first) >= static_cast<float>(drop.p),
                           dx_drop * (1.0 / (1.0 - drop.p)), 0.0));
   } else {
     matmul(du, w.a, dx, {.beta = 1.0});

@@ -101,7 +101,7 @@ class lora_linear {
     const auto reduce_u = group_sum_if(parallel::split::row);
     for (index_t i = 0; i < base_.blocks(); ++i)
       if (adapted(i))
-        lora_forward(x, w_[i], options_->scaling(), dropout_for(i, p), u[i], scratch_like(s.x_drop, x),
+        lora_forward(x, w_[i], options_->scaling(), dropout_for(i, p, x), u[i], scratch_like(s.x_drop, x),
                      block_columns(y, i), reduce_u);
   }
   /// The base layer's backward, then each adapter's (its share of dx added when dx is given).
@@ -112,7 +112,7 @@ class lora_linear {
     const auto reduce_du = group_sum_if(parallel::split::column);
     for (index_t i = 0; i < base_.blocks(); ++i)
       if (adapted(i))
-        lora_backward(block_columns(dy, i), x, w_[i], dw_[i], options_->scaling(), dropout_for(i, p), u[i], s.du,
+        lora_backward(block_columns(dy, i), x, w_[i], dw_[i], options_->scaling(), dropout_for(i, p, x), u[i], s.du,
                       scratch_like(s.x_drop, x), scratch_like(s.dx_drop, x), dx, param_mode, given(dx), reduce_du);
   }
 
@@ -133,10 +133,11 @@ class lora_linear {
     const index_t rows = base_.local_out() / base_.blocks();
     return y.slice(1, i * rows, (i + 1) * rows);
   }
-  lora_dropout dropout_for(index_t block, const pass& p) const {
+  // Block `block`'s dropout of the input x ([N, in]: its draws keyed by x's position in the global batch).
+  lora_dropout dropout_for(index_t block, const pass& p, const tensor_t& x) const {
     if (!p.training || options_->dropout <= 0) return {};
-    const dropout_stream s = p.stream(stream_layer_, first_site_ + static_cast<int>(block));
-    return {options_->dropout, s.seed, s.offset};
+    const dropout_stream s = p.stream(stream_layer_, first_site_ + static_cast<int>(block), x.numel());
+    return {options_->dropout, s.seed, s.offset, s.first};
   }
   static tensor_t scratch_like(const tensor_t& flat, const tensor_t& x) {
     return flat.numel() ? flat.slice(0, 0, x.numel()).reshape(x.extents()) : tensor_t{};

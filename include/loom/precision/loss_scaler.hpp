@@ -74,7 +74,7 @@ namespace loom::precision {
 ///
 /// ```cpp
 /// loom::precision::loss_scaler<loom::cuda> scaler;                 // 2^16, x2 every 2000 clean steps
-/// model.backward(batch, grad_mode::overwrite, scaler.scale());   // (reads the scale: see scale_data())
+/// model.backward(batch, grad_mode::overwrite, scaler.scale_tensor(), 1.0f);   // the scale read on the device
 /// scaler.unscale(opt);                                           // optional before clipping
 /// loom::optim::clip_grad_norm(opt, 1.0f);
 /// scaler.step(opt, lr);                                          // unscale if not yet, then opt.step(lr)
@@ -94,6 +94,12 @@ class loss_scaler {
 
   /// The current scale on the device (what a sync-free backward multiplies the loss gradient by).
   const float* scale_data() const { return &ptr()->scale; }
+  /// The same scale as a rank-0 tensor view sharing the scaler's storage (for bert::model::backward and
+  /// cross_entropy_backward's device-scale overloads): kernels read it when they run, so the value seen is the one
+  /// after every update() enqueued before them. Read-only by contract: write it through load_state.
+  tensor<float, Device> scale_tensor() const {
+    return tensor<float, Device>(scalars_.get_storage(), strided<float>{&ptr()->scale, shape{}, shape{}});
+  }
   /// The current scale on the host (waits for the GPU).
   float scale() const { return read().scale; }
   /// Nonzero when a gradient check since the last update() found inf/NaN (device pointer).

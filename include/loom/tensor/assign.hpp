@@ -43,7 +43,8 @@ void assign(const tensor<T, D>& out, const X& x) {
   } else if constexpr (requires { x.seed; } && !std::is_same_v<typename X::value_type, T>) {
     // A bare random stream takes the output's element type (t = loom::normal(seed) for any floating t).
     using same_stream = expr::random<T, X::dist>;
-    assign(out, same_stream{{}, x.seed, x.offset, static_cast<compute_t<T>>(x.a), static_cast<compute_t<T>>(x.b)});
+    assign(out, same_stream{{}, x.seed, x.offset, static_cast<compute_t<T>>(x.a), static_cast<compute_t<T>>(x.b),
+                            x.first});
   } else if constexpr (expr::is_reduction<X>::value) {
     static_assert(std::is_same_v<typename X::value_type, T>,
                   "loom: the reduction's element type differs from the output's; convert with loom::cast<T>");

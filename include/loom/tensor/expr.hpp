@@ -122,7 +122,7 @@ struct scalar : node_tag {
   bool aligned(std::size_t) const { return true; }
 };
 
-// ---- random streams: element i of the output gets draw i of (seed, offset) ----------------------------------------
+// ---- random streams: element i of the output gets draw first + i of (seed, offset) --------------------------------
 enum class distribution { uniform, normal };
 
 template <class T, distribution Dist>
@@ -132,28 +132,40 @@ struct random : node_tag {
   static constexpr distribution dist = Dist;
   std::uint64_t seed, offset;
   compute_t<T> a, b;  // uniform: [a, b); normal: mean a, standard deviation b
+  // Draw index of element 0. A tensor that is a slice of a larger one (a rank's rows of a global batch) starts where
+  // its first element sits in the whole, so each element draws what it would in the unsplit tensor.
+  std::uint64_t first = 0;
+
+  /// The same stream with element i drawing number `base` + i (see `first`).
+  random from(std::uint64_t base) const {
+    random r = *this;
+    r.first = base;
+    return r;
+  }
 
   struct bound {
-    std::uint64_t seed, offset;
+    std::uint64_t seed, offset, first;
     compute_t<T> a, b;
     LOOM_HOST_DEVICE LOOM_FORCEINLINE compute_t<T> draw(index_t i) const {
+      const std::uint64_t n = first + static_cast<std::uint64_t>(i);
       // Explicit fma: the same rounding on host and CUDA (see op::fma_).
       if constexpr (Dist == distribution::uniform) {
-        const auto u = static_cast<compute_t<T>>(uniform01(seed, offset, static_cast<std::uint64_t>(i)));
+        const auto u = static_cast<compute_t<T>>(uniform01(seed, offset, n));
         return op::fma_(b - a, u, a);
       } else {
-        const auto z = static_cast<compute_t<T>>(static_cast<float>(normal01(seed, offset, static_cast<std::uint64_t>(i))));
+        const auto z = static_cast<compute_t<T>>(static_cast<float>(normal01(seed, offset, n)));
         return op::fma_(b, z, a);
       }
     }
     template <bool Flat>
     LOOM_HOST_DEVICE LOOM_FORCEINLINE compute_t<T> at(index_t i, const index_t*) const { return draw(i); }
-    // Vector loads start at multiples of V (cuda_eval.cuh): uniform01_run then makes one Philox call per four draws.
+    // Vector loads start at multiples of V (cuda_eval.cuh): uniform01_run then makes one Philox call per four draws
+    // when first + i is a multiple of 4 too (any other base takes its one-call-per-draw path).
     template <int V>
     LOOM_HOST_DEVICE LOOM_FORCEINLINE void load(index_t i, compute_t<T> (&out)[V]) const {
       if constexpr (Dist == distribution::uniform) {
         float u[V];
-        uniform01_run(seed, offset, static_cast<std::uint64_t>(i), u);
+        uniform01_run(seed, offset, first + static_cast<std::uint64_t>(i), u);
         for (int k = 0; k < V; ++k) out[k] = op::fma_(b - a, static_cast<compute_t<T>>(u[k]), a);
       } else {
         for (int k = 0; k < V; ++k) out[k] = draw(i + k);
@@ -161,7 +173,7 @@ struct random : node_tag {
     }
   };
   shape extents() const { return {}; }
-  bound bind(const shape&) const { return {seed, offset, a, b}; }
+  bound bind(const shape&) const { return {seed, offset, first, a, b}; }
   bool flat(const shape&) const { return true; }
   template <class F> void leaves(F&&) const {}
   bool aligned(std::size_t) const { return true; }
@@ -403,7 +415,8 @@ auto cast(const X& x) {
   return expr::cast<U, expr::node_of<X>>{{}, expr::as_node(x)};
 }
 
-/// A stream of uniform numbers in [lo, hi): element i of whatever it is assigned to gets draw i of (seed, offset).
+/// A stream of uniform numbers in [lo, hi): element i of whatever it is assigned to gets draw i of (seed, offset);
+/// `.from(base)` makes it draw base + i (a slice of a larger tensor drawing what it would in the whole).
 template <element T = float>
 auto uniform(std::uint64_t seed, std::uint64_t offset = 0, double lo = 0.0, double hi = 1.0) {
   return expr::random<T, expr::distribution::uniform>{{}, seed, offset, static_cast<compute_t<T>>(lo),

@@ -69,6 +69,8 @@ LOOM_HOST_DEVICE LOOM_FORCEINLINE float uniform01(std::uint64_t seed, std::uint6
 
 /// Draws i .. i + V - 1 of stream (seed, offset), i.e. uniform01(seed, offset, i + k) for k < V: one Philox call
 /// per four draws when i and V are multiples of 4 (vector loads start at multiples of their width), else one per draw.
+/// i is the absolute draw index: callers whose element 0 draws a base b pass b + their index, so the fast path is
+/// taken exactly when the draws are aligned to Philox's groups of four, whatever b is.
 template <int V>
 LOOM_HOST_DEVICE LOOM_FORCEINLINE void uniform01_run(std::uint64_t seed, std::uint64_t offset, std::uint64_t i,
                                                      float (&out)[V]) {

@@ -63,6 +63,20 @@ struct host_batch : batch_tensors<host> {
   static constexpr std::size_t no_slot = static_cast<std::size_t>(-1);
   std::size_t index = 0;       ///< position of this batch in the epoch
   std::size_t slot = no_slot;  ///< the ring slot holding it, while a batch_loader has handed it out
+  /// Data parallel: this rank's rows are rows [first_row, first_row + rows()) of a global batch of `global_rows`
+  /// (one process: first_row 0, global_rows = rows()). A rank's slice may be empty (a short last batch).
+  std::size_t first_row = 0, global_rows = 0;
+};
+
+/// Which slice of every global batch this process takes: rank `rank` of `size` gets the contiguous rows
+/// [rank * n / size, (rank + 1) * n / size) of a batch of n, so the slices of a full batch are equal and a short last
+/// batch is spread as evenly as it goes (some ranks may get none; they still join every collective).
+struct shard {
+  int rank = 0, size = 1;
+  std::size_t begin(std::size_t n) const { return n * static_cast<std::size_t>(rank) / static_cast<std::size_t>(size); }
+  std::size_t end(std::size_t n) const {
+    return n * static_cast<std::size_t>(rank + 1) / static_cast<std::size_t>(size);
+  }
 };
 
 /// int32 values of the largest packed batch of at most `rows` rows of `d`: what a staging slot must hold.
@@ -72,11 +86,12 @@ inline std::size_t packed_capacity(const dataset& d, std::size_t rows) {
   return packed_size(static_cast<index_t>(std::min(rows, d.size())), static_cast<index_t>(longest));
 }
 
-/// Collates `d`'s rows `rows`, padded with `pad_id` to the longest of them, into `buffer` (flat, host) and points
-/// `b`'s tensors at it. Throws when the batch does not fit.
+/// Collates `d`'s rows `rows`, padded with `pad_id` to the longest of them (or to `min_seq` when longer: the
+/// longest row of the global batch, so that every rank's slice has the layout of the unsplit batch), into `buffer`
+/// (flat, host) and points `b`'s tensors at it. Throws when the batch does not fit.
 inline void collate(const dataset& d, const std::vector<std::size_t>& rows, std::int32_t pad_id,
-                    const tensor<std::int32_t, host>& buffer, host_batch& b) {
-  index_t seq = 0;
+                    const tensor<std::int32_t, host>& buffer, host_batch& b, index_t min_seq = 0) {
+  index_t seq = min_seq;
   for (auto i : rows) seq = std::max<index_t>(seq, static_cast<index_t>(d.ids[i].size()));
   const auto n = static_cast<index_t>(rows.size());
   const std::size_t need = packed_size(n, seq);
@@ -102,6 +117,8 @@ inline void collate(const dataset& d, const std::vector<std::size_t>& rows, std:
   std::fill(types + n * seq, b.lengths.data(), 0);
   std::fill(b.lengths.data() + n, b.labels.data(), 0);
   std::fill(b.labels.data() + n, b.packed.data() + b.packed.numel(), 0);
+  b.first_row = 0;
+  b.global_rows = rows.size();
 }
 
 /// `b` on `Device`: one allocation and one copy of the packed buffer on the current stream (from a page-locked
@@ -213,8 +230,8 @@ class batch_loader {
   /// Batches `batches[first..]` of `d`, padded with `pad_id`. `ring` (and `d`) must outlive the loader; all its
   /// slots must be free (a loader releases them all before its successor starts).
   batch_loader(staging_ring<Device>& ring, const dataset& d, std::vector<std::vector<std::size_t>> batches,
-               std::size_t first, std::int32_t pad_id)
-      : ring_(ring), d_(d), batches_(std::move(batches)), first_(first), pad_(pad_id) {
+               std::size_t first, std::int32_t pad_id, shard part = {})
+      : ring_(ring), d_(d), batches_(std::move(batches)), first_(first), pad_(pad_id), shard_(part) {
     LOOM_CHECK(!ring_.claimed_.exchange(true), "batch_loader: the staging ring is in use by another loader");
     for (std::size_t i = 0; i < ring_.size(); ++i) free_.push_back(i);
     try {
@@ -286,7 +303,15 @@ class batch_loader {
         }
         ring_.wait_idle(slot);  // outside the lock: the consumer keeps going while the last copy finishes
         host_batch b;
-        collate(d_, batches_[i], pad_, ring_.block(slot), b);
+        const std::vector<std::size_t>& global = batches_[i];
+        index_t seq = 0;
+        for (auto r : global) seq = std::max<index_t>(seq, static_cast<index_t>(d_.ids[r].size()));
+        const std::size_t lo = shard_.begin(global.size()), hi = shard_.end(global.size());
+        const std::vector<std::size_t> mine(global.begin() + static_cast<std::ptrdiff_t>(lo),
+                                            global.begin() + static_cast<std::ptrdiff_t>(hi));
+        collate(d_, mine, pad_, ring_.block(slot), b, seq);
+        b.first_row = lo;
+        b.global_rows = global.size();
         b.index = i;
         b.slot = slot;
         std::lock_guard<std::mutex> lock(mutex_);
@@ -308,6 +333,7 @@ class batch_loader {
   std::vector<std::vector<std::size_t>> batches_;
   std::size_t first_;
   std::int32_t pad_;
+  shard shard_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<std::size_t> free_;  // slots the worker may refill (after their fence)

@@ -43,6 +43,15 @@ struct train_options {
   int log_every = 10;
   int save_total_limit = 2;
   std::size_t eval_batch = 0;  ///< 0: 2 x batch
+  /// Data parallelism: "none" (one process) or "dp" (one rank per device under mpirun; `batch` is per rank).
+  std::string parallel = "none";
+  double bucket_mb = 25;        ///< gradient all-reduce bucket size
+  double comm_timeout_s = 60;   ///< a collective that takes longer ends the run on every rank
+  int world_size = 1;           ///< ranks of the run (set at start-up from the launcher, not a flag)
+
+  /// Rows of one global micro-batch: every rank's `batch` together (what one process with --batch-size of this
+  /// value computes per micro-batch).
+  std::size_t global_micro_batch() const { return batch * static_cast<std::size_t>(world_size); }
 
   /// The flags as recorded in a checkpoint (paths absolute, so that --resume compares the files, not the spelling).
   nlohmann::json to_json() const {
@@ -56,7 +65,8 @@ struct train_options {
             {"max_seq_len", max_seq_len}, {"precision", precision}, {"device", device}, {"seed", seed},
             {"lora_r", lora_r}, {"lora_alpha", lora_alpha}, {"lora_dropout", lora_dropout}, {"recompute", recompute},
             {"max_steps", max_steps}, {"text_column", cols.text}, {"text_b_column", cols.text_b},
-            {"label_column", cols.label}};
+            {"label_column", cols.label}, {"parallel", parallel}, {"world_size", world_size},
+            {"global_micro_batch", global_micro_batch()}};
   }
 };
 

@@ -101,12 +101,22 @@ inline std::vector<std::string> resume_conflicts(const nlohmann::json& saved, co
   // The to_json() keys; each one's flag is "--" + key with '-' for '_'.
   std::vector<std::string> keys = {"model",        "config",        "train",         "dev",          "dev_split",
                                    "format",       "text_column",   "text_b_column", "label_column", "max_seq_len",
-                                   "batch_size",   "grad_accum",    "seed",          "lr",           "schedule",
+                                   "grad_accum",    "seed",          "lr",           "schedule",
                                    "warmup_ratio", "weight_decay",  "max_grad_norm", "precision",    "lora_r",
                                    "lora_alpha",   "lora_dropout",  "lora_targets"};
   if (schedule_uses_total) keys.insert(keys.end(), {"epochs", "max_steps"});
   const auto shown = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
   std::vector<std::string> out;
+  // The batch is compared as the global micro-batch (--batch-size x ranks): a run saved at N ranks resumes at M
+  // ranks when --batch-size x M gives the same rows per micro-batch (checkpoints of one process recorded only
+  // batch_size, which was that).
+  const nlohmann::json& saved_global = saved.contains("global_micro_batch") ? saved.at("global_micro_batch")
+                                       : saved.contains("batch_size")      ? saved.at("batch_size")
+                                                                           : current.at("global_micro_batch");
+  if (saved_global.is_number() && saved_global.get<double>() != static_cast<double>(now.global_micro_batch()))
+    out.push_back("--batch-size " + std::to_string(now.batch) + " x " + std::to_string(now.world_size) +
+                  " rank(s) = " + std::to_string(now.global_micro_batch()) +
+                  " rows per micro-batch (the checkpoint's run: " + saved_global.dump() + ")");
   for (const std::string& key : keys) {
     if (!saved.contains(key)) continue;
     const nlohmann::json& a = saved.at(key);

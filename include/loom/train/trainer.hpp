@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <optional>
 
 #include "../io/detail/json.hpp"
@@ -21,6 +22,8 @@
 #include "../optim/adamw.hpp"
 #include "../optim/clip.hpp"
 #include "../optim/schedule.hpp"
+#include "../parallel/agreement.hpp"
+#include "../parallel/data_parallel.hpp"
 #include "../precision/loss_scaler.hpp"
 #include "checkpoint.hpp"
 #include "finite_watch.hpp"
@@ -28,6 +31,7 @@
 #include "metrics.hpp"
 #include "options.hpp"
 #include "output_folder.hpp"
+#include "preemption.hpp"
 #include "progress.hpp"
 #include "resume_state.hpp"
 #include "sampler.hpp"
@@ -46,8 +50,34 @@ struct prepared_run {
   dataset train, dev;
   /// The checkpoint --resume names (resolved: `resume->dir`), checked against this run's data and flags.
   std::optional<resume_state> resume;
-  output_lock lock;                    ///< held on --output for the whole run
+  output_lock lock;                    ///< held on --output for the whole run (by rank 0 only)
+  bool finished = false;               ///< --resume named a run that had already reached its last step
 };
+
+/// What a finished run reached, for `--resume` of a run that has nothing left to do: its last evaluation (from its
+/// metrics.jsonl) and its best metric.
+inline std::string finished_run_summary(const resume_state& st, const train_options& o) {
+  std::string eval;
+  std::ifstream in(st.dir.parent_path() / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto r = io::detail::parse_json_strict(line);
+    if (r.kind == io::detail::json_parse_result::failure::none && r.value.is_object() &&
+        r.value.value("type", "") == "eval")
+      eval = line;
+  }
+  std::string out = "--resume " + st.dir.string() + ": that run already finished (it reached its last step, " +
+                    std::to_string(st.step) + "); nothing to train";
+  if (!eval.empty()) {
+    const auto j = io::detail::parse_json_strict(eval).value;
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "; its last evaluation (step %lld): accuracy %.4f, macro-F1 %.4f, loss %.4f",
+                  static_cast<long long>(j.value("step", std::int64_t{0})), j.value("accuracy", 0.0),
+                  j.value("macro_f1", 0.0), j.value("loss", 0.0));
+    out += buf;
+  }
+  if (st.best_metric) out += "; best " + o.metric + " " + std::to_string(*st.best_metric);
+  return out + "; the model is in " + st.dir.parent_path().string();
+}
 
 /// How long a run is: batches per epoch, optimizer steps per epoch (the last may hold fewer micro-batches) and in all.
 struct run_length {
@@ -56,7 +86,8 @@ struct run_length {
 };
 inline run_length length_of(const train_options& o, std::size_t train_rows) {
   run_length l;
-  l.batches_per_epoch = (train_rows + o.batch - 1) / o.batch;
+  const std::size_t rows = o.global_micro_batch();
+  l.batches_per_epoch = (train_rows + rows - 1) / rows;
   l.steps_per_epoch = static_cast<std::int64_t>((l.batches_per_epoch + o.grad_accum - 1) / o.grad_accum);
   l.total_steps = o.max_steps > 0 ? o.max_steps : l.steps_per_epoch * o.epochs;
   return l;
@@ -76,8 +107,9 @@ inline bool within(const fs::path& path, const fs::path& root) {
   return end_r == r.end();
 }
 
-/// Reads and checks everything: flags, model folder or config, tokenizer, train/dev files, labels.
-inline prepared_run prepare(const train_options& o) {
+/// Reads and checks everything: flags, model folder or config, tokenizer, train/dev files, labels. `owns_output`:
+/// this process creates, locks and clears --output (rank 0 of a data-parallel run; the other ranks only read).
+inline prepared_run prepare(const train_options& o, bool owns_output = true) {
   prepared_run r;
   LOOM_CHECK(o.model_dir.empty() != o.config_file.empty(), "give exactly one of --model DIR or --config FILE");
   LOOM_CHECK(!o.train.empty(), "--train FILE is required");
@@ -152,8 +184,13 @@ inline prepared_run prepare(const train_options& o) {
                what + ": the checkpoint's run had " + std::to_string(r.resume->train_rows.value_or(0)) +
                    " training rows, --train " + o.train + " gives " + std::to_string(r.train.size()));
     const run_length len = length_of(o, r.train.size());
+    if (r.resume->step >= len.total_steps) {
+      r.finished = true;  // nothing to train; the caller reports that run's figures
+      return r;
+    }
     check_resume_position(*r.resume, len.batches_per_epoch, len.total_steps);
   }
+  if (!owns_output) return r;
   // Last, so that a run refused above leaves no folder behind.
   std::error_code ec;
   fs::create_directories(o.output, ec);
@@ -195,10 +232,15 @@ inline optim::lr_schedule make_schedule(const std::string& name, std::int64_t wa
 template <class Precision, class Device>
 class trainer {
  public:
-  using model_t = bert::model<Precision, parallel::single, Device>;
+  /// Data parallel always: without --parallel the policy is inactive (a world of one, no communicator).
+  using policy_t = parallel::data_parallel<typename Precision::grad_t, Device>;
+  using model_t = bert::model<Precision, policy_t, Device>;
   using T = typename model_t::T;
 
-  trainer(const train_options& o, prepared_run run) : o_(o), run_(std::move(run)), model_(run_.config) {
+  /// `group`: the data-parallel policy of the run (its communicators were created before anything filled the
+  /// device memory pool); default: one process.
+  trainer(const train_options& o, prepared_run run, policy_t group = {})
+      : o_(o), run_(std::move(run)), model_(run_.config, /*classifier_head=*/true, std::move(group)) {
     if (run_.weights.empty()) {
       bert::init_weights(model_, o_.seed);
     } else {
@@ -224,6 +266,9 @@ class trainer {
     ao.beta2 = o_.adam_beta2;
     ao.eps = o_.adam_eps;
     ao.weight_decay = o_.weight_decay;
+    // Every rank starts from rank 0's parameters (identical anyway when all loaded the same file: made certain).
+    dp().set_context("start-up");
+    dp().broadcast(model_.params().flat());
     optimizer_ =
         std::make_unique<optim::adamw<Precision, Device>>(model_.params(), ao, optim::hf_decay_ranges(model_.params()));
     const run_length len = length_of(o_, run_.train.size());
@@ -232,16 +277,25 @@ class trainer {
     warmup_steps_ = static_cast<std::int64_t>(std::ceil(o_.warmup_ratio * static_cast<double>(total_steps_)));
     schedule_ = make_schedule(o_.schedule, warmup_steps_, total_steps_);
     if (run_.resume) restore(*run_.resume);  // prepare() checked it against this run
+    dp().attach(model_.params());
+    check_replicas("parameters at start-up");
   }
 
   model_t& model() { return model_; }
+  /// The data-parallel policy (inactive for one process).
+  policy_t& dp() { return model_.parallel(); }
+  bool lead() { return dp().rank() == 0; }
 
-  /// Runs to the end (epochs, max steps or early stop); returns the last evaluation.
+  /// Runs to the end (epochs, max steps or early stop); returns the last evaluation. Every rank of a data-parallel
+  /// run calls it; rank 0 logs and writes the output folder.
   classification_report run() {
     const fs::path log_path = fs::path(o_.output) / "metrics.jsonl";
-    const std::string kept = log_kept(log_path);
-    std::ofstream log(log_path, std::ios::trunc);
-    LOOM_CHECK((log << kept).flush().good(), log_path.string() + ": cannot open for writing");
+    std::ofstream log;
+    if (lead()) {
+      const std::string kept = log_kept(log_path);
+      log.open(log_path, std::ios::trunc);
+      LOOM_CHECK((log << kept).flush().good(), log_path.string() + ": cannot open for writing");
+    }
     progress_line bar(total_steps_, o_.log_every);
     bar.restart(step_, sequences_);
     tensor<float, Device> loss_sum(shape{});
@@ -249,31 +303,62 @@ class trainer {
     std::int64_t logged_steps = 0;
     classification_report last;
     bool stop = false;
-    // Allocated once for the run, sized for the largest batch; the loader keeps 4 batches collated ahead.
+    preemption_guard preemption;
+    const shard part{dp().rank(), dp().size()};
+    // Allocated once for the run, sized for the largest slice of a batch; the loader keeps 4 batches collated ahead.
     staging_ring<Device> ring(staging_ring<Device>::slots_for_depth(4), packed_capacity(run_.train, o_.batch));
     while (!stop && step_ < total_steps_) {
-      const auto batches = epoch_batches(run_.train, o_.batch, o_.seed, static_cast<std::uint64_t>(epoch_));
-      batch_loader<Device> loader(ring, run_.train, batches, batch_in_epoch_, pad_id());
+      const auto batches =
+          epoch_batches(run_.train, o_.global_micro_batch(), o_.seed, static_cast<std::uint64_t>(epoch_));
+      batch_loader<Device> loader(ring, run_.train, batches, batch_in_epoch_, pad_id(), part);
       host_batch hb;
       int micro = 0, group = 0;
+      std::size_t step_rows = 0, rows_before = 0;  // global rows of this step, and of its micro-batches so far
+      bool backward_done = false;                  // this rank has run a backward in this step
       while (!stop && loader.next(hb)) {
-        // The copy is enqueued, then the slot goes back: the loader refills it once that copy has completed.
-        const bert::batch<Device> b = upload(hb);
-        loader.release(hb);
-        // Accumulation averages over the micro-batches the step really has: an epoch may end inside a group (as
-        // transformers' Trainer, which scales the last group by its own length).
-        if (micro == 0) group = static_cast<int>(std::min<std::size_t>(o_.grad_accum, batches.size() - hb.index));
-        // fp16: the loss is scaled (a host read of the scale, once per micro-batch).
-        const float scale = loss_scale() / static_cast<float>(group);
-        model_.forward_loss(b, bert::mode::training, o_.seed, static_cast<std::uint64_t>(micro_step_));
-        watch_.observe(model_.loss(), step_ + 1);
-        model_.backward(b, micro == 0 ? autograd::grad_mode::overwrite : autograd::grad_mode::accumulate, scale);
-        assign(loss_sum, loss_sum + model_.loss() * (1.0 / group));
-        sequences_ += b.rows();
+        if (micro == 0) {
+          // The step's micro-batches (an epoch may end inside a group, as in transformers' Trainer) and its rows:
+          // every rank knows them all, so each scales its loss by its rows / the step's rows and the sum over ranks
+          // and micro-batches is the gradient of the step's mean loss, however the rows are split.
+          group = static_cast<int>(std::min<std::size_t>(o_.grad_accum, batches.size() - hb.index));
+          step_rows = 0;
+          for (std::size_t i = hb.index; i < hb.index + static_cast<std::size_t>(group); ++i)
+            step_rows += batches[i].size();
+          rows_before = 0;
+          backward_done = false;
+          dp().set_context("step " + std::to_string(step_ + 1));
+        }
+        const bool last_micro = micro + 1 == group;
+        const index_t rows = hb.rows();
+        const std::size_t first_row = rows_before + hb.first_row, global_rows = hb.global_rows;  // release clears hb
+        if (rows > 0) {
+          // The copy is enqueued, then the slot goes back: the loader refills it once that copy has completed.
+          const bert::batch<Device> b = upload(hb);
+          loader.release(hb);
+          const double share = static_cast<double>(rows) / static_cast<double>(step_rows);
+          // Dropout is keyed by (step, row of the step): the masks do not depend on how rows are split.
+          model_.forward_loss(b, bert::mode::training, o_.seed, static_cast<std::uint64_t>(step_),
+                              static_cast<std::int64_t>(first_row));
+          watch_.observe(model_.loss(), step_ + 1);
+          dp().set_sync(last_micro);  // accumulation: the buckets reduce in the step's last backward only
+          const grad_mode gm = backward_done ? grad_mode::accumulate : grad_mode::overwrite;
+          if constexpr (Precision::loss_scaling)
+            model_.backward(b, gm, scaler_.scale_tensor(), static_cast<float>(share));  // no host read of the scale
+          else
+            model_.backward(b, gm, static_cast<float>(share));
+          backward_done = true;
+          assign(loss_sum, loss_sum + model_.loss() * share);
+        } else {
+          loader.release(hb);  // this rank's slice of a short last batch is empty: it only joins the reductions
+        }
+        rows_before += global_rows;
+        sequences_ += static_cast<std::int64_t>(global_rows);
         ++micro_step_;
         batch_in_epoch_ = hb.index + 1;
         if (++micro < group) continue;
         micro = 0;
+        if (!backward_done) assign(model_.params().flat_grads(), 0.0);  // no rows in the whole step
+        dp().finish_gradients();
         const double lr = schedule_.lr(o_.lr, step_);
         if constexpr (Precision::loss_scaling) scaler_.unscale(*optimizer_);
         if (o_.max_grad_norm > 0) optim::clip_grad_norm(*optimizer_, static_cast<float>(o_.max_grad_norm));
@@ -287,21 +372,25 @@ class trainer {
         const double epoch_pos = static_cast<double>(epoch_) + static_cast<double>(batch_in_epoch_) / batches.size();
         if (step_ % o_.log_every == 0 || step_ == total_steps_) {
           stop_if_diverged();
-          const double mean_loss = static_cast<double>(to<host>(loss_sum)()) / static_cast<double>(logged_steps);
+          const double mean_loss = sum_over_ranks(static_cast<double>(to<host>(loss_sum)())) /
+                                   static_cast<double>(logged_steps);
           assign(loss_sum, 0.0);
           logged_steps = 0;
           last_loss_ = mean_loss;
-          bar.update(step_, epoch_pos, mean_loss, lr, sequences_, true);
-          log << nlohmann::json{{"type", "train"}, {"step", step_}, {"epoch", epoch_pos}, {"loss", mean_loss},
-                                {"lr", lr}, {"grad_norm", optimizer_->grad_norm()},
-                                {"loss_scale", loss_scale()}, {"skipped_steps", skipped_steps()}}
-                     .dump()
-              << "\n" << std::flush;
+          if (lead()) {
+            bar.update(step_, epoch_pos, mean_loss, lr, sequences_, true);
+            log << nlohmann::json{{"type", "train"}, {"step", step_}, {"epoch", epoch_pos}, {"loss", mean_loss},
+                                  {"lr", lr}, {"grad_norm", optimizer_->grad_norm()},
+                                  {"loss_scale", loss_scale()}, {"skipped_steps", skipped_steps()}}
+                       .dump()
+                << "\n" << std::flush;
+          }
         }
         const bool epoch_end = batch_in_epoch_ >= batches.size();
+        bool saved = false;
         if ((o_.eval_every > 0 && step_ % o_.eval_every == 0) || (o_.eval_every == 0 && epoch_end) ||
             step_ == total_steps_) {
-          bar.finish_line();
+          if (lead()) bar.finish_line();
           stop_if_diverged();
           last = evaluate_and_save(log, epoch_pos, stop);
           if (epoch_end) {
@@ -309,29 +398,46 @@ class trainer {
             batch_in_epoch_ = 0;
           }
           save(epoch_pos);
+          saved = true;
         }
         if (step_ >= total_steps_) stop = true;
+        if (!stop && preemption_requested()) {
+          // Every rank saw the request at the same step: the checkpoint below is written once, all ranks agree.
+          if (lead()) bar.finish_line();
+          stop_if_diverged();
+          if (epoch_end && !saved) {
+            ++epoch_;
+            batch_in_epoch_ = 0;
+          }
+          if (!saved) save(epoch_pos);
+          throw preempted("stopped by a signal after step " + std::to_string(step_) + " of " +
+                          std::to_string(total_steps_) + "; checkpoint " +
+                          (fs::path(o_.output) / ("checkpoint-" + std::to_string(step_))).string() +
+                          " written; continue with --resume " + o_.output);
+        }
       }
       if (batch_in_epoch_ >= batches.size()) {
         ++epoch_;
         batch_in_epoch_ = 0;
       }
     }
-    bar.finish_line();
+    if (lead()) bar.finish_line();
     stop_if_diverged();
-    if (o_.lora_r > 0 && fs::exists(fs::path(o_.output) / "adapter" / "adapter_config.json")) {
+    if (lead() && o_.lora_r > 0 && fs::exists(fs::path(o_.output) / "adapter" / "adapter_config.json")) {
       // The output folder gets the best adapter folded into the base weights: an ordinary HF checkpoint.
       bert::load_lora_adapter(model_, fs::path(o_.output) / "adapter");
       model_.merge_lora();
       save_pretrained_into(model_, o_.output, parameters_f32(model_), run_.vocab, run_.tokenizer_config);
     }
+    if (dp().active()) dp().control().barrier();  // no rank reports success before rank 0 wrote the model
     return last;
   }
 
-  /// Predictions and metrics of the current model on `d`.
+  /// Predictions and metrics of the current model on `d`. Data parallel: each rank predicts a contiguous slice of
+  /// the rows and the predictions and losses are summed over the ranks, so every rank returns the whole report.
   classification_report evaluate(const dataset& d) {
     const std::size_t eb = o_.eval_batch ? o_.eval_batch : 2 * o_.batch;
-    std::vector<std::int32_t> predictions(d.size());
+    std::vector<std::int32_t> predictions(d.size(), 0);
     double loss = 0;
     // Collated on this thread into two staging slots used in turn; a slot is refilled only after its last copy.
     const std::size_t capacity = packed_capacity(d, eb);
@@ -339,8 +445,11 @@ class trainer {
       eval_ring_.reset();  // frees the old slots (after their copies) before allocating the new ones
       eval_ring_ = std::make_unique<staging_ring<Device>>(2, capacity);
     }
+    const shard part{dp().rank(), dp().size()};
     std::size_t k = 0;
-    for (const auto& rows : epoch_batches(d, eb, 0, 0, /*shuffle=*/false)) {
+    for (std::size_t at = part.begin(d.size()); at < part.end(d.size()); at += eb) {
+      std::vector<std::size_t> rows(std::min(eb, part.end(d.size()) - at));
+      std::iota(rows.begin(), rows.end(), at);
       const std::size_t slot = k++ % eval_ring_->size();
       eval_ring_->wait_idle(slot);
       host_batch hb;
@@ -358,6 +467,11 @@ class trainer {
         loss += row.log_sum_exp - z[static_cast<std::size_t>(d.labels[rows[r]])];
         predictions[rows[r]] = row.best;
       }
+    }
+    if (dp().active() && dp().size() > 1) {
+      // Each row was predicted by exactly one rank (the others hold 0 there): the sum is every rank's predictions.
+      dp().control().all_reduce(predictions.data(), predictions.data(), predictions.size(), parallel::reduce_op::sum);
+      loss = sum_over_ranks(loss);
     }
     auto report = classify_report(d.labels, predictions, static_cast<int>(run_.labels.size()));
     report.loss = loss / static_cast<double>(d.size());
@@ -385,9 +499,32 @@ class trainer {
 
   /// Ends the run with an error if a loss or gradient norm was not finite; called before anything is logged,
   /// evaluated or saved, so the output folder keeps the last good model and checkpoints.
-  void stop_if_diverged() const {
-    if (const auto bad = watch_.first_bad_step())
-      diverged("the loss or gradient norm of step " + std::to_string(*bad) + " is not finite (inf or NaN)");
+  /// Data parallel: the ranks agree (a rank whose loss overflowed stops them all, at the same point).
+  void stop_if_diverged() {
+    std::int64_t bad = watch_.first_bad_step().value_or(-1);
+    if (dp().active() && dp().size() > 1) dp().control().all_reduce(&bad, &bad, 1, parallel::reduce_op::max);
+    if (bad >= 0) diverged("the loss or gradient norm of step " + std::to_string(bad) + " is not finite (inf or NaN)");
+  }
+
+  /// Collective: the sum of `v` over the ranks (`v` for one process).
+  double sum_over_ranks(double v) {
+    if (dp().active() && dp().size() > 1) dp().control().all_reduce(&v, &v, 1, parallel::reduce_op::sum);
+    return v;
+  }
+
+  /// Collective: whether any rank got SIGTERM/SIGINT; every rank gets the same answer at the same step.
+  bool preemption_requested() {
+    std::int32_t flag = preemption_guard::requested() != 0 ? 1 : 0;
+    if (dp().active() && dp().size() > 1) dp().control().all_reduce(&flag, &flag, 1, parallel::reduce_op::max);
+    return flag != 0;
+  }
+
+  /// Collective: refuses to go on when the ranks' parameters are no longer identical (data parallel only).
+  void check_replicas(const std::string& what) {
+    if (!dp().active() || dp().size() == 1) return;
+    const tensor<float, host> v = master_values();
+    parallel::check_replicas(dp().control(), parallel::fnv1a(v.data(), static_cast<std::size_t>(v.numel()) * 4),
+                             what);
   }
 
   [[noreturn]] void diverged(const std::string& what) const {
@@ -396,7 +533,7 @@ class trainer {
       latest = resolve_checkpoint(o_.output);
     } catch (const loom::error&) {
     }
-    throw loom::error("training diverged: " + what + ", so the run stopped and saved nothing after it; " +
+    throw parallel::agreed_error("training diverged: " + what + ", so the run stopped and saved nothing after it; " +
                       (best_ ? "--output " + o_.output + " keeps the best model of the evaluations before it"
                              : std::string("no evaluation came before it, so --output holds no model")) +
                       (latest.empty() ? std::string() : ", the last checkpoint is " + latest.string()) +
@@ -445,29 +582,50 @@ class trainer {
     j["type"] = "eval";
     j["step"] = step_;
     j["epoch"] = epoch_pos;
-    log << j.dump() << "\n" << std::flush;
-    std::fprintf(stderr, "eval step %lld: accuracy %.4f  macro-F1 %.4f  loss %.4f (%zu dev rows)\n",
-                 static_cast<long long>(step_), r.accuracy, r.macro_f1, r.loss, run_.dev.size());
+    if (lead()) {
+      log << j.dump() << "\n" << std::flush;
+      std::fprintf(stderr, "eval step %lld: accuracy %.4f  macro-F1 %.4f  loss %.4f (%zu dev rows)\n",
+                   static_cast<long long>(step_), r.accuracy, r.macro_f1, r.loss, run_.dev.size());
+    }
     const double v = metric_value(r);
     if (!best_ || v > *best_) {
       best_ = v;
       evals_without_improvement_ = 0;
       // The best model so far is the one in the output folder (HF format: transformers can load it directly).
-      if (o_.lora_r > 0) {
+      if (!lead()) {
+        // written by rank 0 alone
+      } else if (o_.lora_r > 0) {
         // The best adapter (PEFT format); the merged model is written once training ends (see finish()).
         bert::save_lora_adapter(model_, fs::path(o_.output) / "adapter", run_.weights.parent_path().string());
       } else {
         save_pretrained_into(model_, o_.output, master_values(), run_.vocab, run_.tokenizer_config);
       }
     } else if (o_.early_stopping > 0 && ++evals_without_improvement_ >= o_.early_stopping) {
-      std::fprintf(stderr, "early stopping: %s did not improve for %d evaluations\n", o_.metric.c_str(),
-                   o_.early_stopping);
+      if (lead())
+        std::fprintf(stderr, "early stopping: %s did not improve for %d evaluations\n", o_.metric.c_str(),
+                     o_.early_stopping);
       stop = true;
     }
     return r;
   }
 
+  /// Collective: checks that the replicas agree, then rank 0 writes the checkpoint (atomically: a folder renamed
+  /// into place) while the others wait, so that no rank runs ahead of a checkpoint that may still fail.
   void save(double epoch_pos) {
+    check_replicas("parameters at step " + std::to_string(step_));
+    std::string failure;
+    if (lead()) {
+      try {
+        write_checkpoint(epoch_pos);
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
+    }
+    if (dp().active() && dp().size() > 1) parallel::agree_on_error(dp().control(), failure);
+    else if (!failure.empty()) throw loom::error(failure);
+  }
+
+  void write_checkpoint(double epoch_pos) {
     training_state st;
     st.meta = {{"step", step_},
                {"micro_step", micro_step_},
@@ -514,6 +672,11 @@ class trainer {
       }
       copy(optimizer_->master(), master);
     }
+    // Data parallel: rank 0's state everywhere (identical anyway when every rank read the same checkpoint).
+    dp().broadcast(model_.params().flat());
+    dp().broadcast(optimizer_->exp_avg());
+    dp().broadcast(optimizer_->exp_avg_sq());
+    if (optimizer_->master().numel() > 0) dp().broadcast(optimizer_->master());
     optimizer_->set_steps(st.optimizer_steps);
     if constexpr (Precision::loss_scaling) {
       LOOM_CHECK(st.loss_scaler.has_value(), (dir / "trainer_state.json").string() +

@@ -380,6 +380,54 @@ TEMPLATE_LIST_TEST_CASE("dropout drops the same probabilities on every device", 
   }
 }
 
+TEMPLATE_LIST_TEST_CASE("attention dropout keyed by the global sequence: a slice of a batch computes its rows",
+                        "[attention][dropout]", attention_types) {
+  // Data parallelism hands each rank rows [first, first + n) of a global batch (padded to the same S): with
+  // attention_dropout::first = first, its ctx, lse and dqkv are the full batch's rows bit for bit.
+  using T = TestType;
+  unsigned seed = 900;
+  for (const dims& d : {dims{4, 37, 2, 64, {37, 5, 20, 36}}, dims{4, 70, 3, 32, {70, 1, 64, 33}},
+                        dims{4, 33, 2, 48, {33, 20, 7, 1}}}) {
+    INFO(d.str());
+    const index_t hidden = static_cast<index_t>(d.H) * d.D;
+    const auto qkv_h = random_tensor<T>({d.B, d.S, 3, d.H, d.D}, ++seed);
+    const auto dctx_h = random_tensor<T>({d.B, d.S, hidden}, ++seed);
+    const auto lengths_h = host_lengths(d.lengths);
+    const attention_dropout drop{0.3f, 99, 4};
+    auto ctx = poisoned<T>({d.B, d.S, hidden});
+    auto lse = poisoned<float>({d.B, d.H, d.S});
+    auto dqkv = poisoned<T>({d.B, d.S, 3, d.H, d.D});
+    const auto qkv = on<device>(qkv_h);
+    attention_forward(qkv, on<device>(lengths_h), ctx, lse, drop);
+    attention_backward(qkv, on<device>(lengths_h), ctx, on<device>(dctx_h), lse, dqkv, grad_mode::overwrite, drop);
+    const auto c = values(ctx), l = values(lse), g = values(dqkv);
+
+    const index_t first = 1, n = 2;
+    const auto part = [&](const auto& t) { return on<device>(contiguous(t.slice(0, first, first + n))); };
+    const auto qkv_s = part(qkv_h);
+    const auto lengths_s = part(lengths_h);
+    const auto rows_of = [&](const std::vector<double>& v, index_t per_row) {
+      return std::vector<double>(v.begin() + first * per_row, v.begin() + (first + n) * per_row);
+    };
+    for (const std::uint64_t base : {std::uint64_t(first), std::uint64_t(0)}) {
+      attention_dropout at = drop;
+      at.first = base;
+      auto ctx_s = poisoned<T>({n, d.S, hidden});
+      auto lse_s = poisoned<float>({n, d.H, d.S});
+      auto dqkv_s = poisoned<T>({n, d.S, 3, d.H, d.D});
+      attention_forward(qkv_s, lengths_s, ctx_s, lse_s, at);
+      attention_backward(qkv_s, lengths_s, ctx_s, part(dctx_h), lse_s, dqkv_s, grad_mode::overwrite, at);
+      if (base == std::uint64_t(first)) {
+        CHECK(values(ctx_s) == rows_of(c, d.S * hidden));
+        CHECK(values(lse_s) == rows_of(l, static_cast<index_t>(d.H) * d.S));
+        CHECK(values(dqkv_s) == rows_of(g, d.S * 3 * hidden));
+      } else {
+        CHECK(values(ctx_s) != rows_of(c, d.S * hidden));  // keyed by the local index: other masks
+      }
+    }
+  }
+}
+
 TEMPLATE_LIST_TEST_CASE("misaligned buffers take the fallback kernel and stay correct", "[attention]",
                         attention_types) {
   using T = TestType;

@@ -122,6 +122,50 @@ TEMPLATE_LIST_TEST_CASE("cross_entropy forward and backward match the fp64 refer
   }
 }
 
+TEMPLATE_LIST_TEST_CASE("cross_entropy_backward with the scale on the device equals the host-float scale bit for bit",
+                        "[kernels][cross_entropy][loss_scale]", kernel_types) {
+  // fp16 loss scaling reads the scale where it lives (loss_scaler keeps it on the device): the multiplier is
+  // float(scale) * device value rounded to float, what a host float of that product gives.
+  using T = TestType;
+  using S = stat_t<T>;
+  unsigned seed = 700;
+  for (index_t rows : row_counts) {
+    for (index_t n : {index_t(2), index_t(7), index_t(768)}) {
+      const auto labels = make_labels(rows, n, seed += 5);
+      const auto dl = on<device>(int_tensor(labels, {rows}));
+      tensor<S, device> loss(shape{}), losses({rows}), probs({rows, n});
+      loom::cross_entropy_forward(on<device>(random_tensor<T>({rows, n}, seed + 1, 0.25, 8.0)), dl, loss, losses,
+                                  probs);
+      const auto d0 = random_tensor<T>({rows, n}, seed + 2);
+      for (const float on_device : {65536.0f, 1024.0f, 3.0f, 0.1f}) {
+        for (const float factor : {1.0f, 1.0f / 3.0f, 0.25f}) {
+          const std::string what = "rows " + std::to_string(rows) + ", n " + std::to_string(n) + ", scale " +
+                                   std::to_string(on_device) + " x " + std::to_string(factor);
+          tensor<float, host> hs(shape{});
+          hs.data()[0] = on_device;
+          const auto ds = on<device>(hs);
+          const double product = static_cast<double>(on_device * factor);
+          tensor<T, device> want({rows, n}), got({rows, n});
+          loom::cross_entropy_backward(probs, dl, want, product);
+          loom::cross_entropy_backward(probs, dl, got, ds, factor);
+          INFO(what);  // f16 overflows to inf at the largest scales (what the scaler's check then catches): same bits
+          CHECK(values(got) == values(want));
+          const auto acc_want = on<device>(d0), acc_got = on<device>(d0);
+          loom::cross_entropy_backward(probs, dl, acc_want, product, grad_mode::accumulate);
+          loom::cross_entropy_backward(probs, dl, acc_got, ds, factor, grad_mode::accumulate);
+          CHECK(values(acc_got) == values(acc_want));
+        }
+      }
+    }
+  }
+  const auto probs = on<device>(random_tensor<S>({3, 4}, 1, 0.1, 0.2, true));
+  const auto labels = on<device>(int_tensor({0, 1, 2}, {3}));
+  tensor<T, device> dx({3, 4});
+  tensor<float, device> two({2});
+  REQUIRE_THROWS_WITH(loom::cross_entropy_backward(probs, labels, dx, two),
+                      LOOM_CONTAINS("scale_on_device must be a contiguous tensor of 1 elements"));
+}
+
 TEST_CASE("cross_entropy with every label ignored is NaN, like torch", "[kernels][cross_entropy]") {
   const auto x = on<device>(random_tensor<float>({3, 4}, 1));
   const auto labels = on<device>(int_tensor({-100, -100, -100}, {3}));

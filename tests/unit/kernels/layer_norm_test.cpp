@@ -95,41 +95,48 @@ TEMPLATE_LIST_TEST_CASE("add_layer_norm_forward with residual dropout equals dro
   const double p = 0.1;
   const std::uint64_t seed = 7, offset = (std::uint64_t{3} << 20) | 0x12;
   unsigned rs = 2500;
-  for (index_t rows : {index_t(1), index_t(5), index_t(33)})
-    for (index_t n : {index_t(7), index_t(64), index_t(768)}) {
-      const ln_inputs<T> in(rows, n, rs += 3);
-      const auto h = random_tensor<T>({rows, n}, rs + 7);
-      const auto vh = values(h);
-      // Reference from Philox itself: draw i = r * n + j is word i % 4 of Philox4x32-10(counter i / 4), 24 bits.
-      std::vector<double> s(in.vx.size());
-      std::size_t dropped = 0;
-      for (std::size_t i = 0; i < s.size(); ++i) {
-        const auto words = loom::philox4x32_10(i / 4, offset, seed);
-        const float u = static_cast<float>(words.w[i % 4] >> 8) / 16777216.0f;
-        const bool keep = u >= static_cast<float>(p);
-        dropped += !keep;
-        const double hd = keep ? round_as<T>(static_cast<double>(static_cast<C>(vh[i]) * static_cast<C>(1.0 / (1.0 - p))))
-                               : 0.0;
-        s[i] = round_as<T>(in.vx[i] + hd);
+  // first: the draw index of b's element 0 (b holds rows of a larger tensor); 5 is off Philox's groups of four.
+  for (const std::uint64_t first : {std::uint64_t(0), std::uint64_t(5), std::uint64_t(3 * 768)})
+    for (index_t rows : {index_t(1), index_t(5), index_t(33)})
+      for (index_t n : {index_t(7), index_t(64), index_t(768)}) {
+        const ln_inputs<T> in(rows, n, rs += 3);
+        const auto h = random_tensor<T>({rows, n}, rs + 7);
+        const auto vh = values(h);
+        // Reference from Philox itself: draw d = first + r * n + j is word d % 4 of Philox4x32-10(counter d / 4),
+        // 24 bits.
+        std::vector<double> s(in.vx.size());
+        std::size_t dropped = 0;
+        for (std::size_t i = 0; i < s.size(); ++i) {
+          const std::uint64_t d = first + i;
+          const auto words = loom::philox4x32_10(d / 4, offset, seed);
+          const float u = static_cast<float>(words.w[d % 4] >> 8) / 16777216.0f;
+          const bool keep = u >= static_cast<float>(p);
+          dropped += !keep;
+          const double hd =
+              keep ? round_as<T>(static_cast<double>(static_cast<C>(vh[i]) * static_cast<C>(1.0 / (1.0 - p)))) : 0.0;
+          s[i] = round_as<T>(in.vx[i] + hd);
+        }
+        const std::string what =
+            "rows " + std::to_string(rows) + ", n " + std::to_string(n) + ", first " + std::to_string(first);
+        INFO(what << ": " << dropped << " of " << s.size() << " dropped");
+        if (s.size() >= 5000) CHECK(std::abs(static_cast<double>(dropped) / s.size() - p) < 0.02);
+        const auto a = on<device>(in.x), bb = on<device>(h), g = on<device>(in.g), beta = on<device>(in.b);
+        tensor<T, device> sum({rows, n}), y({rows, n});
+        tensor<stat_t<T>, device> mean({rows}), rstd({rows});
+        loom::add_layer_norm_forward(a, bb, g, beta, eps, sum, y, mean, rstd,
+                                     loom::residual_dropout{p, seed, offset, first});
+        check_close(values(sum), s, 0.0, "sum " + what);
+        check_close(values(y), layer_norm_ref(s, rows, n, in.vg, in.vb, eps).y, row_tol<T>(), "y " + what);
+        check_close(values(bb), vh, 0.0, "b unchanged " + what);
+        // The unfused form: a dropout pass over b, then the plain residual LayerNorm. Same bits.
+        using loom::operator>=, loom::operator*;
+        loom::assign(bb, loom::where(loom::uniform<float>(seed, offset).from(first) >= static_cast<float>(p),
+                                     bb * (1.0 / (1.0 - p)), 0.0));
+        tensor<T, device> sum2({rows, n}), y2({rows, n});
+        loom::add_layer_norm_forward(a, bb, g, beta, eps, sum2, y2);
+        check_close(values(sum2), values(sum), 0.0, "unfused sum " + what);
+        check_close(values(y2), values(y), 0.0, "unfused y " + what);
       }
-      const std::string what = "rows " + std::to_string(rows) + ", n " + std::to_string(n);
-      INFO(what << ": " << dropped << " of " << s.size() << " dropped");
-      if (s.size() >= 5000) CHECK(std::abs(static_cast<double>(dropped) / s.size() - p) < 0.02);
-      const auto a = on<device>(in.x), bb = on<device>(h), g = on<device>(in.g), beta = on<device>(in.b);
-      tensor<T, device> sum({rows, n}), y({rows, n});
-      tensor<stat_t<T>, device> mean({rows}), rstd({rows});
-      loom::add_layer_norm_forward(a, bb, g, beta, eps, sum, y, mean, rstd, loom::residual_dropout{p, seed, offset});
-      check_close(values(sum), s, 0.0, "sum " + what);
-      check_close(values(y), layer_norm_ref(s, rows, n, in.vg, in.vb, eps).y, row_tol<T>(), "y " + what);
-      check_close(values(bb), vh, 0.0, "b unchanged " + what);
-      // The unfused form: a dropout pass over b, then the plain residual LayerNorm. Same bits.
-      using loom::operator>=, loom::operator*;
-      loom::assign(bb, loom::where(loom::uniform<float>(seed, offset) >= static_cast<float>(p), bb * (1.0 / (1.0 - p)), 0.0));
-      tensor<T, device> sum2({rows, n}), y2({rows, n});
-      loom::add_layer_norm_forward(a, bb, g, beta, eps, sum2, y2);
-      check_close(values(sum2), values(sum), 0.0, "unfused sum " + what);
-      check_close(values(y2), values(y), 0.0, "unfused y " + what);
-    }
   tensor<T, device> x({2, 8}), gb({8});
   CHECK_THROWS(loom::add_layer_norm_forward(x, x, gb, gb, eps, tensor<T, device>{}, x, {}, {},
                                             loom::residual_dropout{1.0, 0, 0}));

@@ -206,6 +206,36 @@ TEST_CASE("random streams are reproducible and well distributed", "[tensor][rand
   REQUIRE(std::equal(vp.begin(), vp.end(), v1.begin()));
 }
 
+TEST_CASE("a random stream from a draw base: element i draws base + i, whatever the base's alignment",
+          "[tensor][random]") {
+  // A slice of a larger tensor (a rank's rows of a global batch) draws what it would in the whole. On CUDA the
+  // vector path makes one Philox call per four draws only when base + i is a multiple of 4: every residue is tried.
+  const index_t n = 1003;
+  tensor<float, device> whole({n}), g_whole({n});
+  whole = loom::uniform(77, 5);
+  g_whole = loom::normal(77, 5);
+  const auto vw = values(whole), vg = values(g_whole);
+  for (const index_t base : {0, 1, 2, 3, 4, 5, 6, 7, 8, 13, 100}) {
+    INFO("base " << base);
+    tensor<float, device> part({n - base}), g_part({n - base});
+    part = loom::uniform(77, 5).from(static_cast<std::uint64_t>(base));
+    g_part = loom::normal(77, 5).from(static_cast<std::uint64_t>(base));
+    const auto vp = values(part), vq = values(g_part);
+    CHECK(std::equal(vp.begin(), vp.end(), vw.begin() + base));
+    CHECK(std::equal(vq.begin(), vq.end(), vg.begin() + base));
+    // Inside an expression, and through the conversion a bare stream gets for another element type.
+    tensor<float, device> scaled({n - base});
+    using loom::operator*;
+    scaled = loom::uniform<float>(77, 5).from(static_cast<std::uint64_t>(base)) * 2.0f;
+    const auto vs = values(scaled);
+    for (index_t i = 0; i < n - base; ++i) CHECK(vs[i] == 2.0 * vw[base + i]);
+    tensor<double, device> wide({n - base});
+    wide = loom::uniform(77, 5).from(static_cast<std::uint64_t>(base));
+    const auto vd = values(wide);
+    CHECK(std::equal(vd.begin(), vd.end(), vw.begin() + base));
+  }
+}
+
 TEST_CASE("Philox4x32-10 gives Random123's known answers; runs of draws equal single draws", "[tensor][random]") {
   // Random123's kat_vectors for philox4x32_10: counter and key all zeros, and all ones.
   const auto zero = loom::philox4x32_10(0, 0, 0);

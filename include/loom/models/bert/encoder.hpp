@@ -223,8 +223,11 @@ class encoder {
     }
   }
 
-  /// Embeddings and every layer; returns the last hidden state [N = B*S, H]. Call prepare() first.
+  /// Embeddings and every layer; returns the last hidden state [N = B*S, H]. Call prepare() first. p.first_row
+  /// (with p.rows = b.rows()) places b's rows in the global micro-batch: every dropout mask is drawn as that of
+  /// the unsplit batch's rows (nn::pass::stream).
   tensor_t forward(const batch<Device>& b, const nn::pass& p) {
+    check_rows(b, p);
     group_.before_forward(parallel::unit::embeddings());
     embed_.forward(b.input_ids, b.token_type_ids, embed_acts_, p);
     group_.after_use(parallel::unit::embeddings());
@@ -249,6 +252,7 @@ class encoder {
   /// Backward through every layer (last first) and the embeddings: scratch().dx holds d(last hidden state) on
   /// entry. Each unit's grads_ready fires as soon as its last gradient is written.
   void backward(const batch<Device>& b, const nn::pass& p, grad_mode param_mode) {
+    check_rows(b, p);
     const bool embeddings_trainable = embed_.trains();
     for (int l = layer_count() - 1; l >= 0; --l) {
       const bool need_dx = l > 0 || embeddings_trainable;
@@ -280,6 +284,12 @@ class encoder {
   }
 
  private:
+  // A pass placed in a global batch must describe this batch's rows, or its draws would land on other rows.
+  static void check_rows(const batch<Device>& b, const nn::pass& p) {
+    LOOM_CHECK(p.first_row >= 0 && (p.first_row == 0 || p.rows == b.rows()),
+               "bert::encoder: the pass places " + std::to_string(p.rows) + " rows at global row " +
+                   std::to_string(p.first_row) + ", but the batch has " + std::to_string(b.rows()));
+  }
   // The hooks around layer l's use of its weights (its adapters' too).
   void begin(int l, bool backward) {
     if (backward) {

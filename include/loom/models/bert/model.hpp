@@ -136,10 +136,14 @@ class model {
   const tensor<float, Device>& loss() const { return loss_; }
 
   /// Runs embeddings, encoder, pooler and classifier. Training mode applies dropout with (seed, step) as the
-  /// random stream and keeps the activations backward needs.
-  void forward(const batch<Device>& b, mode m = mode::inference, std::uint64_t seed = 0, std::uint64_t step = 0) {
+  /// random stream and keeps the activations backward needs. `first_row`: the global index of b's row 0 when b is
+  /// one rank's contiguous slice of a global micro-batch (data parallelism; every rank padded to the same S): each
+  /// row then draws the dropout masks it would draw in the unsplit batch, so N ranks compute what one process does.
+  void forward(const batch<Device>& b, mode m = mode::inference, std::uint64_t seed = 0, std::uint64_t step = 0,
+               std::int64_t first_row = 0) {
     check_batch(b, cfg_);
-    pass_ = {m == mode::training, seed, step};
+    LOOM_CHECK(first_row >= 0, "forward: first_row must be >= 0, got " + std::to_string(first_row));
+    pass_ = {m == mode::training, seed, step, first_row, b.rows()};
     ensure_activations(b.rows(), b.seq());
     final_out_ = encoder_.forward(b, pass_);
     // Pooler on the [CLS] rows: a strided view of the last hidden state, no copy.
@@ -153,12 +157,14 @@ class model {
     }
   }
 
-  /// forward + mean cross-entropy against b.labels (probabilities kept for backward).
-  void forward_loss(const batch<Device>& b, mode m = mode::training, std::uint64_t seed = 0, std::uint64_t step = 0) {
+  /// forward + mean cross-entropy against b.labels (probabilities kept for backward). The mean is over b's rows:
+  /// a rank holding k of a global batch's n rows scales its backward by k / n to contribute its share of the mean.
+  void forward_loss(const batch<Device>& b, mode m = mode::training, std::uint64_t seed = 0, std::uint64_t step = 0,
+                    std::int64_t first_row = 0) {
     LOOM_CHECK(head_, "forward_loss needs the classification head");
     LOOM_CHECK(b.labels.rank() == 1 && b.labels.extent(0) == b.rows(),
                "labels must have shape [" + std::to_string(b.rows()) + "], got " + b.labels.extents().str());
-    forward(b, m, seed, step);
+    forward(b, m, seed, step, first_row);
     cross_entropy_forward(logits_, b.labels, loss_, losses_, probs_);
   }
 
@@ -170,6 +176,18 @@ class model {
   /// first layer's input gradient; forward keeps no activation only they would need. Change trainable flags
   /// between steps, not between a forward and its backward.
   void backward(const batch<Device>& b, grad_mode gm = grad_mode::overwrite, float loss_scale = 1.0f) {
+    backward_impl(b, gm, loss_scale, nullptr);
+  }
+  /// backward with the loss scale read on the device: the loss's gradient is multiplied by `scale` (a one-element
+  /// float tensor on Device, e.g. precision::loss_scaler::scale_tensor()) times `factor` (1/N for N accumulated
+  /// micro-batches, or a rank's share of a global batch), the product rounded to float: bit for bit the
+  /// host-float backward given that product, without the host waiting for the GPU to read the scale.
+  void backward(const batch<Device>& b, grad_mode gm, const tensor<float, Device>& scale, float factor = 1.0f) {
+    backward_impl(b, gm, factor, &scale);
+  }
+
+ private:
+  void backward_impl(const batch<Device>& b, grad_mode gm, float loss_scale, const tensor<float, Device>* scale) {
     LOOM_CHECK(pass_.training, "backward needs a forward_loss in training mode");
     params_.allocate_grads();
     if (grads_version_ != params_.version() || !grads_bound_) {
@@ -183,7 +201,8 @@ class model {
       grads_bound_ = true;
     }
     nn::encoder_scratch<T, Device>& s = encoder_.scratch();
-    cross_entropy_backward(probs_, b.labels, dlogits_, loss_scale);
+    if (scale) cross_entropy_backward(probs_, b.labels, dlogits_, *scale, loss_scale);
+    else cross_entropy_backward(probs_, b.labels, dlogits_, loss_scale);
     group_.before_backward(parallel::unit::head());
     classifier_.backward(dlogits_, dpooled_, pass_, gm, s.ones);
     group_.grads_ready(parallel::unit::head(), head_ranges_);
@@ -198,7 +217,6 @@ class model {
     encoder_.backward(b, pass_, gm);
   }
 
- private:
   // Binds the parameter views (and drops the gradient views: the buffers may have moved).
   void rebind() {
     encoder_.bind();

@@ -1,0 +1,214 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// Data parallelism: every rank holds the whole model and a disjoint slice of each global batch; after backward the
+// gradients are summed over the ranks in buckets that start while backward still runs (PyTorch DDP's scheme).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "../nn/param_store.hpp"
+#include "../tensor/assign.hpp"
+#include "bucket_plan.hpp"
+#include "mpi_communicator.hpp"
+#include "policy.hpp"
+#if LOOM_HAS_CUDA_RUNTIME && defined(LOOM_WITH_NCCL)
+#include "nccl_communicator.hpp"
+#endif
+
+namespace loom::parallel {
+
+/// The communicator that reduces gradients living on Device: MPI for host memory, NCCL for GPU memory.
+template <class Device>
+struct gradient_communicator {
+  using type = mpi_communicator;
+};
+#if LOOM_HAS_CUDA_RUNTIME && defined(LOOM_WITH_NCCL)
+template <>
+struct gradient_communicator<cuda> {
+  using type = nccl_communicator;
+};
+#endif
+
+struct data_parallel_options {
+  double bucket_mb = 25;  ///< gradient bytes per bucket (as reduced: fp32 for 16-bit gradients on several ranks)
+};
+
+/// The data-parallel policy of bert::model<Precision, data_parallel<G, Device>, Device> (G: the gradient type).
+///
+/// Gradients: the trainer scales each rank's loss by its rows / the global rows of the step, so the SUM over ranks
+/// is the gradient of the step's mean loss. Each bucket is launched from grads_ready() on the last micro-batch of a
+/// step (set_sync(true)); micro-batches before it only accumulate locally. finish_gradients() launches whatever did
+/// not fire (a rank without rows in the step) and makes the compute stream wait for the reductions.
+///
+/// Precision of the sum: 16-bit gradients are summed over two or more ranks in fp32 (each bucket is widened into a
+/// persistent fp32 buffer, reduced there and rounded back once), so the reduction adds no rounding of its own beyond
+/// the one final rounding to G; a world of one reduces in place in G (a sum over one rank is exact).
+///
+/// A default-constructed policy is inactive: a world of one without any communicator (training without
+/// --parallel); every hook returns at once.
+template <class G, class Device>
+class data_parallel {
+ public:
+  using grad_comm_t = typename gradient_communicator<Device>::type;
+  static constexpr std::string_view name = "data_parallel";
+  /// 16-bit gradients are reduced in fp32 across ranks.
+  static constexpr bool widen = !std::is_same_v<G, float> && !std::is_same_v<G, double>;
+
+  data_parallel() = default;
+  /// `control`: host collectives (metrics, agreement, checks); `grads`: the gradient reductions on Device.
+  data_parallel(mpi_communicator control, grad_comm_t grads, data_parallel_options o = {})
+      : control_(std::make_unique<mpi_communicator>(std::move(control))),
+        grads_(std::make_unique<grad_comm_t>(std::move(grads))),
+        o_(o) {
+    LOOM_CHECK(o_.bucket_mb > 0, "--bucket-mb must be positive");
+  }
+
+  bool active() const { return control_ != nullptr; }
+  int rank() const { return active() ? control_->rank() : 0; }
+  int size() const { return active() ? control_->size() : 1; }
+  /// Host-side collectives of the run (loss and metric sums, stop flags, start-up checks).
+  mpi_communicator& control() {
+    LOOM_CHECK(active(), "data_parallel: an inactive policy has no communicator");
+    return *control_;
+  }
+  grad_comm_t& gradients() {
+    LOOM_CHECK(active(), "data_parallel: an inactive policy has no communicator");
+    return *grads_;
+  }
+  /// Names what the run is doing ("step 17") in every communication error and timeout.
+  void set_context(const std::string& what) {
+    if (!active()) return;
+    control_->set_context(what);
+    grads_->set_context(what);
+  }
+
+  /// Plans the buckets over `store`'s gradient buffer (allocated here if it is not yet). Call again whenever the
+  /// layout or the trainable flags change (store.version()); cheap when nothing did.
+  void attach(nn::param_store<G, Device>& store) {
+    store.allocate_grads();
+    if (attached_version_ == store.version() && flat_.data() == store.flat_grads().data()) return;
+    flat_ = store.flat_grads();
+    int layers = 0;
+    for (const unit& u : store.units())
+      if (u.kind == unit_kind::layer || u.kind == unit_kind::adapter) layers = std::max(layers, u.index + 1);
+    std::vector<unit_ranges> order;
+    for (const unit& u : backward_order(layers)) order.push_back({u, store.unit_ranges(u)});
+    const std::size_t reduced_bytes = widen && size() > 1 ? sizeof(float) : sizeof(G);
+    buckets_ = plan_buckets(order, reduced_bytes, static_cast<std::size_t>(o_.bucket_mb * 1024 * 1024));
+    bucket_of_.clear();
+    for (std::size_t b = 0; b < buckets_.size(); ++b)
+      for (const unit& u : buckets_[b].units) bucket_of_.push_back({u, b});
+    pending_.assign(buckets_.size(), 0);
+    launched_.assign(buckets_.size(), false);
+    widened_.clear();
+    if (widen && size() > 1)
+      for (const bucket& b : buckets_) widened_.emplace_back(shape{b.elements});  // persistent: see finish
+    attached_version_ = store.version();
+    reset();
+  }
+  const std::vector<bucket>& buckets() const { return buckets_; }
+
+  /// Whether this backward ends the step: only then do the buckets reduce (gradient accumulation communicates once
+  /// per optimizer step, like DDP's no_sync() on the micro-batches before the last).
+  void set_sync(bool on) { sync_ = on; }
+
+  void before_forward(const unit&) {}
+  void before_backward(const unit&) {}
+  void after_use(const unit&) {}
+  void grads_ready(const unit& u, const ranges&) {
+    if (!active() || !sync_) return;
+    for (const auto& [bu, b] : bucket_of_) {
+      if (bu != u) continue;
+      if (--pending_[b] == 0) launch(b);
+      return;
+    }
+  }
+
+  /// Launches every bucket not launched yet (all of them when this rank ran no backward in the step), then orders the
+  /// compute stream after every reduction, and rounds widened buckets back into the gradient buffer. After it the
+  /// gradient buffer holds the sum over ranks on every rank.
+  void finish_gradients() {
+    if (!active()) return;
+    for (std::size_t b = 0; b < buckets_.size(); ++b)
+      if (!launched_[b]) launch(b);
+    grads_->compute_waits();
+    if (!widened_.empty()) {
+      for (std::size_t b = 0; b < buckets_.size(); ++b) {
+        index_t at = 0;
+        for (const auto& [lo, hi] : buckets_[b].spans) {
+          assign(flat_.slice(0, lo, hi), cast<G>(widened_[b].slice(0, at, at + (hi - lo))));
+          at += hi - lo;
+        }
+      }
+    }
+    reset();
+  }
+
+  /// Copies rank `root`'s values of `t` to every rank (parameters at start, optimizer state on resume).
+  template <class T>
+  void broadcast(const tensor<T, Device>& t, int root = 0) {
+    if (!active() || size() == 1 || t.numel() == 0) return;
+    LOOM_CHECK(t.is_contiguous(), "data_parallel::broadcast: the tensor must be contiguous");
+    grads_->order_after_compute();
+    grads_->broadcast(t.data(), static_cast<std::size_t>(t.numel()), root);
+    grads_->compute_waits();
+  }
+
+  // Data parallelism has no tensor-parallel group: linear layers are whole on every rank.
+  int tensor_rank() const { return 0; }
+  int tensor_size() const { return 1; }
+  template <class T, class D>
+  void all_reduce_sum(const tensor<T, D>&) {}
+
+ private:
+  void reset() {
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      pending_[b] = static_cast<int>(buckets_[b].units.size());
+      launched_[b] = false;
+    }
+    sync_ = false;
+  }
+
+  void launch(std::size_t b) {
+    launched_[b] = true;
+    const bucket& bk = buckets_[b];
+    if (!widened_.empty()) {
+      // Widen on the compute stream (after the gradients it reads), reduce on the communication stream.
+      index_t at = 0;
+      for (const auto& [lo, hi] : bk.spans) {
+        assign(widened_[b].slice(0, at, at + (hi - lo)), cast<float>(flat_.slice(0, lo, hi)));
+        at += hi - lo;
+      }
+      grads_->order_after_compute();
+      grads_->all_reduce(widened_[b].data(), widened_[b].data(), static_cast<std::size_t>(bk.elements),
+                         reduce_op::sum);
+      return;
+    }
+    grads_->order_after_compute();
+    for (const auto& [lo, hi] : bk.spans) {
+      G* p = flat_.data() + lo;
+      grads_->all_reduce(p, p, static_cast<std::size_t>(hi - lo), reduce_op::sum);
+    }
+  }
+
+  std::unique_ptr<mpi_communicator> control_;
+  std::unique_ptr<grad_comm_t> grads_;
+  data_parallel_options o_;
+  std::uint64_t attached_version_ = ~std::uint64_t{0};
+  tensor<G, Device> flat_;
+  std::vector<bucket> buckets_;
+  std::vector<std::pair<unit, std::size_t>> bucket_of_;
+  std::vector<int> pending_;
+  std::vector<bool> launched_;
+  std::vector<tensor<float, Device>> widened_;
+  bool sync_ = false;
+};
+
+}  // namespace loom::parallel

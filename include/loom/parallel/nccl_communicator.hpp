@@ -1,0 +1,443 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// nccl_communicator: collectives on device buffers over NCCL, one rank per GPU, on a stream of its own, watched by
+// a thread that ends the process when a collective fails or hangs. Needs loom::nccl (and loom::mpi to bootstrap).
+#pragma once
+
+#include "../config.hpp"
+
+#if LOOM_HAS_CUDA_RUNTIME
+
+#include <nccl.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "../core/cuda_check.hpp"
+#include "../core/cuda_stream.hpp"
+#include "../core/dtype.hpp"
+#include "../core/error.hpp"
+#include "communicator.hpp"
+#include "mpi_communicator.hpp"
+
+namespace loom::parallel {
+
+namespace detail {
+
+template <comm_element T>
+constexpr ncclDataType_t nccl_datatype() noexcept {
+  if constexpr (std::is_same_v<T, float>) return ncclFloat32;
+  else if constexpr (std::is_same_v<T, double>) return ncclFloat64;
+  else if constexpr (std::is_same_v<T, bf16>) return ncclBfloat16;
+  else if constexpr (std::is_same_v<T, f16>) return ncclFloat16;
+  else if constexpr (std::is_same_v<T, std::int32_t>) return ncclInt32;
+  else return ncclInt64;
+}
+
+constexpr ncclRedOp_t nccl_op(reduce_op op) noexcept {
+  switch (op) {
+    case reduce_op::sum: return ncclSum;
+    case reduce_op::avg: return ncclAvg;
+    case reduce_op::max: return ncclMax;
+  }
+  return ncclSum;
+}
+
+/// Makes `device` current for the guard's lifetime (the watchdog thread and destructors may run elsewhere).
+class device_guard {
+ public:
+  explicit device_guard(int device) {
+    cudaGetDevice(&previous_);
+    if (previous_ != device) cudaSetDevice(device);
+  }
+  device_guard(const device_guard&) = delete;
+  device_guard& operator=(const device_guard&) = delete;
+  ~device_guard() {
+    int now = previous_;
+    cudaGetDevice(&now);
+    if (now != previous_) cudaSetDevice(previous_);
+  }
+
+ private:
+  int previous_ = 0;
+};
+
+}  // namespace detail
+
+/// Collectives on device memory among one process per GPU. Satisfies `communicator`.
+///
+/// Construction is collective over the bootstrap mpi_communicator (rank 0 draws the NCCL unique id and broadcasts
+/// it) and uses the current CUDA device, which each rank must have set to its own GPU first (typically
+/// cudaSetDevice(world().local_rank())). The NCCL communicator is non-blocking (ncclConfig_t::blocking = 0): its
+/// creation, split and every enqueue are polled under the timeout instead of blocking in NCCL.
+///
+/// Collectives run on the communicator's own non-blocking stream. order_after_compute() makes the collectives
+/// enqueued after it wait for the work already on loom::current_stream(); compute_waits() makes work enqueued later
+/// on loom::current_stream() wait for the collectives; synchronize() makes the host wait (polling, under the
+/// timeout). reduce_op::avg is ncclAvg: for floating types NCCL multiplies each input by 1/size() before summing,
+/// which equals the sum divided by size() up to rounding (exactly for power-of-two sizes); integers divide the sum.
+///
+/// A watchdog thread follows every enqueued collective (an event recorded after it), as PyTorch's NCCL watchdog
+/// does: when NCCL reports an asynchronous error, or a collective has not completed `timeout` after it was
+/// enqueued (counted from the enqueue, as PyTorch counts: time spent waiting for compute ordered before it counts
+/// too), it aborts the communicator, prints one line to stderr, e.g. "loom: rank 3: NCCL all_reduce of 4096
+/// float (step 17) did not complete within 60 s; aborting", and ends the process with exit code 1. The other
+/// ranks' watchdogs do the same (their collectives cannot complete either) and mpirun ends the job. A kernel-side
+/// hang cannot be returned from as an exception: the stream, and any stream waiting on it, would stay blocked.
+class nccl_communicator {
+ public:
+  /// Collective over `bootstrap`: one NCCL rank per MPI rank, in the same order, on the current CUDA device.
+  explicit nccl_communicator(mpi_communicator& bootstrap, comm_options options = {}) : s_(std::make_unique<state>()) {
+    s_->options = options;
+    s_->rank = bootstrap.rank();
+    s_->size = bootstrap.size();
+    s_->world_rank = bootstrap.world_rank();
+    s_->context = bootstrap.context();
+    LOOM_CUDA_CHECK(cudaGetDevice(&s_->device));
+    // The unique id travels as int64 words, plus rank 0's status: a failure there fails every rank at once
+    // instead of leaving them waiting for an id that never comes.
+    constexpr std::size_t words = (sizeof(ncclUniqueId) + 7) / 8;
+    std::vector<std::int64_t> buf(words + 1, 0);
+    if (s_->rank == 0) {
+      ncclUniqueId id;
+      const ncclResult_t r = ncclGetUniqueId(&id);
+      buf[words] = static_cast<std::int64_t>(r);
+      if (r == ncclSuccess) std::memcpy(buf.data(), &id, sizeof id);
+    }
+    bootstrap.broadcast(buf.data(), buf.size(), 0);
+    if (buf[words] != ncclSuccess) {
+      throw comm_error(prefix() + "NCCL communicator creation failed: ncclGetUniqueId on rank 0: " +
+                       ncclGetErrorString(static_cast<ncclResult_t>(buf[words])));
+    }
+    ncclUniqueId id;
+    std::memcpy(&id, buf.data(), sizeof id);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm = nullptr;
+    const ncclResult_t r = ncclCommInitRankConfig(&comm, s_->size, id, s_->rank, &config);
+    ready(comm, r, "communicator creation");
+    s_->comm = comm;
+    s_->start();
+  }
+
+  nccl_communicator(const nccl_communicator&) = delete;
+  nccl_communicator& operator=(const nccl_communicator&) = delete;
+  nccl_communicator(nccl_communicator&&) noexcept = default;
+  nccl_communicator& operator=(nccl_communicator&&) noexcept = default;
+  /// Waits (under the timeout) for the enqueued collectives, stops the watchdog, finalises and destroys the NCCL
+  /// communicator (aborts it when finalising fails or hangs).
+  ~nccl_communicator() = default;
+
+  int rank() const { return s_->rank; }
+  int size() const { return s_->size; }
+  /// This process's rank in MPI_COMM_WORLD: how messages name it.
+  int world_rank() const { return s_->world_rank; }
+  int device() const { return s_->device; }
+  cudaStream_t stream() const { return s_->stream; }
+  ncclComm_t get() const { return s_->comm; }
+  const comm_options& options() const { return s_->options; }
+  const std::string& context() const { return s_->context; }
+  void set_context(std::string what) { s_->context = std::move(what); }
+
+  template <comm_element T>
+  void all_reduce(const T* send, T* recv, std::size_t count, reduce_op op) {
+    launch("all_reduce", count, detail::comm_type_name<T>(), [&](ncclComm_t c, cudaStream_t st) {
+      return ncclAllReduce(send, recv, count, detail::nccl_datatype<T>(), detail::nccl_op(op), c, st);
+    });
+  }
+
+  template <comm_element T>
+  void reduce_scatter(const T* send, T* recv, std::size_t recv_count, reduce_op op) {
+    launch("reduce_scatter", recv_count, detail::comm_type_name<T>(), [&](ncclComm_t c, cudaStream_t st) {
+      return ncclReduceScatter(send, recv, recv_count, detail::nccl_datatype<T>(), detail::nccl_op(op), c, st);
+    });
+  }
+
+  template <comm_element T>
+  void all_gather(const T* send, T* recv, std::size_t send_count) {
+    launch("all_gather", send_count, detail::comm_type_name<T>(), [&](ncclComm_t c, cudaStream_t st) {
+      return ncclAllGather(send, recv, send_count, detail::nccl_datatype<T>(), c, st);
+    });
+  }
+
+  template <comm_element T>
+  void broadcast(T* buf, std::size_t count, int root) {
+    LOOM_CHECK(s_ != nullptr, "nccl_communicator: used after being moved from");
+    LOOM_CHECK(root >= 0 && root < s_->size,
+               "broadcast: root " + std::to_string(root) + " is not a rank of a group of " + std::to_string(s_->size));
+    launch("broadcast", count, detail::comm_type_name<T>(), [&](ncclComm_t c, cudaStream_t st) {
+      return ncclBroadcast(buf, buf, count, detail::nccl_datatype<T>(), root, c, st);
+    });
+  }
+
+  /// Returns once every rank has called it: NCCL has no barrier, so a one-element all_reduce the host waits for.
+  void barrier() {
+    LOOM_CHECK(s_ != nullptr, "nccl_communicator: used after being moved from");
+    launch("barrier", 0, {}, [&](ncclComm_t c, cudaStream_t st) {
+      return ncclAllReduce(s_->scratch, s_->scratch, 1, ncclInt32, ncclSum, c, st);
+    });
+    synchronize();
+  }
+
+  /// ncclCommSplit: the ranks that pass the same color (>= 0) form a new communicator, ordered by key then rank.
+  /// Collective over this communicator; the new one has its own stream and watchdog.
+  nccl_communicator split(int color, int key) const {
+    LOOM_CHECK(s_ != nullptr, "nccl_communicator: used after being moved from");
+    LOOM_CHECK(color >= 0, "split: color must be >= 0, got " + std::to_string(color));
+    detail::device_guard guard(s_->device);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t sub = nullptr;
+    const ncclResult_t r = ncclCommSplit(s_->comm, color, key, &sub, &config);
+    ready(sub != nullptr ? sub : s_->comm, r, "split");
+    auto s = std::make_unique<state>();
+    s->options = s_->options;
+    s->world_rank = s_->world_rank;
+    s->context = s_->context;
+    s->device = s_->device;
+    s->comm = sub;
+    ncclCommUserRank(sub, &s->rank);
+    ncclCommCount(sub, &s->size);
+    s->start();
+    return nccl_communicator(std::move(s));
+  }
+
+  void order_after_compute() {
+    detail::device_guard guard(s_->device);
+    LOOM_CUDA_CHECK(cudaEventRecord(s_->compute_done, current_stream()));
+    LOOM_CUDA_CHECK(cudaStreamWaitEvent(s_->stream, s_->compute_done, 0));
+  }
+
+  void compute_waits() {
+    detail::device_guard guard(s_->device);
+    LOOM_CUDA_CHECK(cudaEventRecord(s_->collectives_done, s_->stream));
+    LOOM_CUDA_CHECK(cudaStreamWaitEvent(current_stream(), s_->collectives_done, 0));
+  }
+
+  /// The host waits for every enqueued collective by polling the stream (never an unbounded synchronise). The
+  /// watchdog ends the process first when one hangs; the deadline here is a backstop a little after it.
+  void synchronize() {
+    LOOM_CHECK(s_ != nullptr, "nccl_communicator: used after being moved from");
+    const auto deadline = clock::now() + s_->options.timeout + std::chrono::seconds(10);
+    for (unsigned spin = 0;; ++spin) {
+      const cudaError_t q = cudaStreamQuery(s_->stream);
+      if (q == cudaSuccess) return;
+      if (q != cudaErrorNotReady) LOOM_CUDA_CHECK(q);
+      if (clock::now() >= deadline) {
+        throw comm_error(prefix() + "NCCL synchronize" + context_text() + " did not complete within " +
+                         detail::seconds_text(s_->options.timeout));
+      }
+      if (spin >= 1024) std::this_thread::sleep_for(std::chrono::microseconds(spin >= 8192 ? 500 : 50));
+      else if (spin >= 64) std::this_thread::yield();
+    }
+  }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  static constexpr std::chrono::milliseconds watchdog_period{100};
+
+  // Everything the watchdog thread shares, behind one pointer: a move leaves the thread's pointer valid.
+  struct state {
+    ncclComm_t comm = nullptr;
+    cudaStream_t stream = nullptr;
+    cudaEvent_t compute_done = nullptr, collectives_done = nullptr;
+    std::int32_t* scratch = nullptr;  // barrier()'s one element
+    int device = 0, rank = 0, size = 1, world_rank = 0;
+    comm_options options;
+    std::string context;
+
+    struct pending {
+      cudaEvent_t done;
+      std::string what;  // "all_reduce of 4096 float (step 17)"
+      clock::time_point enqueued;
+    };
+    std::mutex mutex;
+    std::condition_variable wake;
+    bool stop = false;
+    std::deque<pending> queue;         // enqueued, not yet seen complete; oldest first (one stream: in order)
+    std::vector<cudaEvent_t> spare;    // completed events, reused
+    std::thread watchdog;
+
+    state() = default;
+    state(const state&) = delete;
+    state& operator=(const state&) = delete;
+
+    /// After `comm` is set: the stream, events and scratch, then the watchdog.
+    void start() {
+      detail::device_guard guard(device);
+      LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&compute_done, cudaEventDisableTiming));
+      LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&collectives_done, cudaEventDisableTiming));
+      LOOM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scratch), sizeof(std::int32_t)));
+      LOOM_CUDA_CHECK(cudaMemset(scratch, 0, sizeof(std::int32_t)));
+      watchdog = std::thread([this] { watch(); });
+    }
+
+    ~state() {
+      if (comm != nullptr && stream != nullptr) {
+        // Let the enqueued collectives finish while the watchdog still guards them.
+        const auto deadline = clock::now() + options.timeout;
+        while (cudaStreamQuery(stream) == cudaErrorNotReady && clock::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+      }
+      if (watchdog.joinable()) {
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          stop = true;
+        }
+        wake.notify_all();
+        watchdog.join();
+      }
+      detail::device_guard guard(device);
+      if (comm != nullptr) {
+        // Non-blocking: finalize may report ncclInProgress; poll it under the timeout, abort when it fails.
+        ncclResult_t r = ncclCommFinalize(comm);
+        const auto deadline = clock::now() + options.timeout;
+        while (r == ncclInProgress && clock::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+          if (ncclCommGetAsyncError(comm, &r) != ncclSuccess) break;
+        }
+        if (r == ncclSuccess) ncclCommDestroy(comm);
+        else ncclCommAbort(comm);
+      }
+      for (auto& p : queue) cudaEventDestroy(p.done);
+      for (auto e : spare) cudaEventDestroy(e);
+      if (compute_done != nullptr) cudaEventDestroy(compute_done);
+      if (collectives_done != nullptr) cudaEventDestroy(collectives_done);
+      if (scratch != nullptr) cudaFree(scratch);
+      if (stream != nullptr) cudaStreamDestroy(stream);
+    }
+
+    /// Records an event after the collective just enqueued and hands it to the watchdog.
+    void track(std::string what) {
+      cudaEvent_t e = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!spare.empty()) {
+          e = spare.back();
+          spare.pop_back();
+        }
+      }
+      if (e == nullptr) LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      LOOM_CUDA_CHECK(cudaEventRecord(e, stream));
+      std::lock_guard<std::mutex> lock(mutex);
+      queue.push_back({e, std::move(what), clock::now()});
+    }
+
+    void watch() {
+      cudaSetDevice(device);
+      std::unique_lock<std::mutex> lock(mutex);
+      while (!stop) {
+        wake.wait_for(lock, watchdog_period, [this] { return stop; });
+        if (stop) break;
+        while (!queue.empty()) {
+          const cudaError_t q = cudaEventQuery(queue.front().done);
+          if (q == cudaErrorNotReady) break;
+          if (q != cudaSuccess) die(queue.front().what, std::string("failed: CUDA ") + cudaGetErrorName(q) + ": " +
+                                                            cudaGetErrorString(q));
+          spare.push_back(queue.front().done);
+          queue.pop_front();
+        }
+        ncclResult_t async = ncclSuccess;
+        const ncclResult_t got = ncclCommGetAsyncError(comm, &async);
+        if (got != ncclSuccess) async = got;
+        if (async != ncclSuccess && async != ncclInProgress) {
+          std::string reason = std::string("failed: ") + ncclGetErrorString(async);
+          const char* last = ncclGetLastError(comm);
+          if (last != nullptr && *last != '\0') reason += std::string(" (") + last + ")";
+          die(queue.empty() ? std::string("communicator") : queue.front().what, reason);
+        }
+        if (!queue.empty() && clock::now() - queue.front().enqueued > options.timeout) {
+          die(queue.front().what, "did not complete within " + detail::seconds_text(options.timeout));
+        }
+      }
+    }
+
+    /// One line, abort the communicator, end the process (the stream cannot be unblocked from the host).
+    [[noreturn]] void die(const std::string& what, const std::string& reason) {
+      std::fprintf(stderr, "loom: rank %d: NCCL %s %s; aborting\n", world_rank, what.c_str(), reason.c_str());
+      std::fflush(stderr);
+      ncclCommAbort(comm);
+      std::_Exit(1);
+    }
+  };
+  std::unique_ptr<state> s_;
+
+  explicit nccl_communicator(std::unique_ptr<state> s) : s_(std::move(s)) {}
+
+  std::string prefix() const { return "rank " + std::to_string(s_->world_rank) + ": "; }
+  std::string context_text() const { return s_->context.empty() ? std::string() : " (" + s_->context + ")"; }
+
+  /// Waits for a non-blocking NCCL call on `comm` to leave ncclInProgress, under the timeout; on failure aborts
+  /// `comm` when it is a communicator being created, and throws comm_error.
+  void ready(ncclComm_t comm, ncclResult_t r, std::string_view what) const {
+    const auto deadline = clock::now() + s_->options.timeout;
+    while (r == ncclInProgress && comm != nullptr) {
+      if (clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      if (ncclCommGetAsyncError(comm, &r) != ncclSuccess) break;
+    }
+    if (r == ncclSuccess) return;
+    std::string message = prefix() + "NCCL " + std::string(what) + context_text();
+    if (r == ncclInProgress) {
+      message += " did not complete within " + detail::seconds_text(s_->options.timeout);
+    } else {
+      message += std::string(" failed: ") + ncclGetErrorString(r);
+      const char* last = comm != nullptr ? ncclGetLastError(comm) : nullptr;
+      if (last != nullptr && *last != '\0') message += std::string(" (") + last + ")";
+    }
+    if (comm != nullptr && comm != s_->comm) ncclCommAbort(comm);
+    throw comm_error(message);
+  }
+
+  /// Enqueues one collective on the stream (nothing for zero elements: every rank skips it alike) and hands it to
+  /// the watchdog.
+  template <class F>
+  void launch(std::string_view collective, std::size_t count, std::string_view type, F&& call) {
+    LOOM_CHECK(s_ != nullptr, "nccl_communicator: used after being moved from");
+    if (count == 0 && !type.empty()) return;
+    detail::device_guard guard(s_->device);
+    const std::string what = detail::describe_collective(collective, count, type, s_->context);
+    ncclResult_t r = call(s_->comm, s_->stream);
+    if (r == ncclInProgress) {
+      // A non-blocking communicator may finish enqueuing in the background: no NCCL call until it has.
+      const auto deadline = clock::now() + s_->options.timeout;
+      while (r == ncclInProgress && clock::now() < deadline) {
+        std::this_thread::yield();
+        if (ncclCommGetAsyncError(s_->comm, &r) != ncclSuccess) break;
+      }
+    }
+    if (r != ncclSuccess) {
+      std::string message = prefix() + "NCCL " + what;
+      if (r == ncclInProgress) {
+        message += " was not enqueued within " + detail::seconds_text(s_->options.timeout);
+      } else {
+        message += std::string(" failed: ") + ncclGetErrorString(r);
+        const char* last = ncclGetLastError(s_->comm);
+        if (last != nullptr && *last != '\0') message += std::string(" (") + last + ")";
+      }
+      throw comm_error(message);
+    }
+    s_->track(what);
+  }
+};
+
+static_assert(communicator<nccl_communicator>);
+
+}  // namespace loom::parallel
+
+#endif  // LOOM_HAS_CUDA_RUNTIME

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Compares two safetensors files tensor by tensor (standard library only: CI has no numpy).
+
+    compare_safetensors.py A B [--rtol 1e-5] [--noise REGEX --noise-atol X]
+
+Every tensor of A must be in B with the same dtype and shape, and max|a - b| <= rtol * max|a| (relative to the
+tensor's largest value, so a tensor near zero is not judged by its noise). Tensors whose name matches --noise are
+held to max|a - b| <= noise-atol instead: BERT's attention key bias has a gradient of exactly 0 in exact arithmetic
+(softmax ignores a constant added to every score of a row), so what it gets is rounding noise, which Adam normalises
+into lr-sized steps in a direction that any other summation order changes; the bound is then the sum of the learning
+rates of the run, which it must not exceed. Prints each tensor that fails and the overall worst; exits 1 on any
+failure.
+"""
+import argparse
+import array
+import json
+import re
+import struct
+import sys
+
+FORMATS = {"F32": "f", "F64": "d"}
+
+
+def load(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + n])
+    body = data[8 + n :]
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        fmt = FORMATS.get(info["dtype"])
+        if fmt is None:
+            raise SystemExit(f"{path}: {name}: dtype {info['dtype']} not supported (F32/F64)")
+        lo, hi = info["data_offsets"]
+        values = array.array(fmt)
+        values.frombytes(body[lo:hi])
+        if sys.byteorder != "little":
+            values.byteswap()
+        tensors[name] = (info["dtype"], info["shape"], values)
+    return tensors
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("a")
+    ap.add_argument("b")
+    ap.add_argument("--rtol", type=float, default=1e-5)
+    ap.add_argument("--noise", default=None, help="regex of tensors whose gradient is pure rounding noise")
+    ap.add_argument("--noise-atol", type=float, default=0.0)
+    args = ap.parse_args()
+    a, b = load(args.a), load(args.b)
+    bad, worst = [], (0.0, "")
+    if set(a) != set(b):
+        raise SystemExit(f"tensor names differ: only in A {sorted(set(a) - set(b))}, only in B {sorted(set(b) - set(a))}")
+    for name in sorted(a):
+        da, sa, va = a[name]
+        db, sb, vb = b[name]
+        if (da, sa) != (db, sb):
+            bad.append(f"{name}: {da}{sa} vs {db}{sb}")
+            continue
+        scale = max((abs(x) for x in va), default=0.0)
+        diff = max((abs(x - y) for x, y in zip(va, vb)), default=0.0)
+        if args.noise and re.search(args.noise, name):
+            if not diff <= args.noise_atol:
+                bad.append(f"{name}: max|a-b| = {diff:.3g} > {args.noise_atol:g} (a noise-only gradient)")
+            continue
+        rel = diff / scale if scale > 0 else diff
+        if rel > worst[0]:
+            worst = (rel, name)
+        if not rel <= args.rtol:  # NaN fails too
+            bad.append(f"{name}: max|a-b| = {diff:.3g}, {rel:.3g} of max|a| = {scale:.3g}")
+    print(f"compare_safetensors: {len(a)} tensors, worst relative difference {worst[0]:.3g} ({worst[1] or '-'}), "
+          f"tolerance {args.rtol:g}")
+    for line in bad:
+        print("  differs: " + line)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

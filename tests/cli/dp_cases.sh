@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# `loom-bert train --parallel dp` on the host backend under OpenMPI, as a user meets it; one CTest test per case
+# (tests/cli/dp.cmake):   dp_cases.sh CASE LOOM_BERT DIR
+#   equivalence  20 AdamW steps of the tiny_a fixture (fp32) on 1 process and on 2 and 4 ranks with the same global
+#                batch end with parameters equal within 1e-5 relative per tensor: dropout on and off, with and without
+#                accumulation; 43 rows, so the last batch is short and one of 4 ranks has no row in it. A run with
+#                another seed must fail the same comparison (the check can fail).
+#   world1       --parallel dp without mpirun is a world of one: byte-identical to the plain run
+#   resize       a run saved at 2 ranks resumes at 4 (same rows per micro-batch) and ends as the 2-rank run does
+#   preempt      SIGTERM to the ranks (what Slurm sends): every rank finishes its step, one checkpoint is written,
+#                exit status 75; --resume continues bit for bit (same final checkpoint as the uninterrupted run);
+#                --resume of the finished run says so with its figures and trains nothing
+#   kill         a rank killed with SIGKILL: the job ends non-zero within 60 s
+#   hang         a rank that stops responding (SIGSTOP): the other ends within --comm-timeout + a few seconds, its one
+#                error line naming itself, the collective, the step and the rank that does not respond
+#   mismatch     ranks started with different flags (--seed) are refused before training: exit 2, one line naming the rank
+#                and the flag; no checkpoint is written
+set -euo pipefail
+[ $# = 3 ] || { echo "usage: dp_cases.sh CASE LOOM_BERT DIR" >&2; exit 2; }
+CASE=$1
+LOOM_BERT=$(realpath "$2")
+W=$3
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+rm -rf "$W"
+mkdir -p "$W"
+
+fail() {
+  echo "dp_cases $CASE: FAIL: $*" >&2
+  exit 1
+}
+
+# One core per rank is all CI has (2 cores, up to 4 ranks): no nested BLAS threads, no binding to cores.
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+MPIRUN=(mpirun --oversubscribe --bind-to none --mca btl_vader_single_copy_mechanism none)
+[ "$(id -u)" != 0 ] || MPIRUN+=(--allow-run-as-root)
+
+# 43 training rows (batches of 8: the last holds 3), 16 dev rows.
+head -n 44 "$ROOT/data/sst2-sample/train.tsv" >"$W/train.tsv"
+head -n 17 "$ROOT/data/sst2-sample/dev.tsv" >"$W/dev.tsv"
+cp -r "$ROOT/tests/fixtures/bert/tiny_a" "$W/dropout"
+cp -r "$ROOT/tests/fixtures/bert/tiny_a" "$W/no_dropout"
+sed -i -E 's/"(hidden_dropout_prob|attention_probs_dropout_prob)": [0-9.]+/"\1": 0.0/' "$W/no_dropout/config.json"
+grep -q '"hidden_dropout_prob": 0.0' "$W/no_dropout/config.json" || fail "could not switch dropout off"
+
+# common MODEL: the flags every run shares (global batch = --batch-size x ranks x --grad-accum).
+common() {
+  echo train --model "$W/$1" --train "$W/train.tsv" --dev "$W/dev.tsv" --text-column sentence --max-seq-len 32 \
+    --log-every 1 --lr 3e-4 --warmup-ratio 0.1 --device cpu --save-total-limit 0
+}
+
+# run LOG [mpirun -np N] loom-bert ARGS...: must succeed.
+run_ok() {
+  local log=$1
+  shift
+  "$@" 2>"$log" >/dev/null || fail "$* failed: $(tail -n 3 "$log")"
+}
+
+# compare A B [RTOL]: the two safetensors files agree per tensor. The attention key biases are held to the sum of
+# the run's learning rates instead (20 steps x 3e-4): their gradient is 0 in exact arithmetic, so Adam turns rounding
+# noise into lr-sized steps that differ with any change of summation order (see compare_safetensors.py).
+compare() {
+  python3 "$ROOT/scripts/compare_safetensors.py" "$1" "$2" --rtol "${3:-1e-5}" \
+    --noise 'attention\.self\.key\.bias' --noise-atol 6e-3
+}
+
+case_equivalence() {
+  local model accum n
+  for model in dropout no_dropout; do
+    for accum in 1 2; do
+      local tag=${model}_a$accum
+      run_ok "$W/$tag.1.log" "$LOOM_BERT" $(common $model) --max-steps 20 --eval-every 20 --batch-size 8 \
+        --grad-accum $accum --output "$W/$tag.1"
+      for n in 2 4; do
+        run_ok "$W/$tag.$n.log" "${MPIRUN[@]}" -np $n "$LOOM_BERT" $(common $model) --max-steps 20 --eval-every 20 \
+          --batch-size $((8 / n)) --grad-accum $accum --parallel dp --output "$W/$tag.$n"
+        compare "$W/$tag.1/checkpoint-20/model.safetensors" "$W/$tag.$n/checkpoint-20/model.safetensors" ||
+          fail "$model, --grad-accum $accum: $n ranks ended with other parameters than one process"
+        # The optimizer state too (exp_avg, exp_avg_sq): the runs are the same run, not merely close weights.
+        compare "$W/$tag.1/checkpoint-20/training_state.safetensors" \
+          "$W/$tag.$n/checkpoint-20/training_state.safetensors" ||
+          fail "$model, --grad-accum $accum: $n ranks ended with another optimizer state"
+      done
+    done
+  done
+  # The comparison can fail: another seed (other shuffling and dropout) is far outside the tolerance.
+  run_ok "$W/seed.log" "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 20 --batch-size 8 --seed 7 \
+    --output "$W/seed"
+  if compare "$W/dropout_a1.1/checkpoint-20/model.safetensors" "$W/seed/checkpoint-20/model.safetensors" >/dev/null
+  then fail "a run with another seed passed the equivalence check: the check cannot fail"; fi
+  echo "dp_cases equivalence: 1 = 2 = 4 ranks (dropout on/off, accumulation 1/2) within 1e-5; another seed differs"
+}
+
+case_world1() {
+  run_ok "$W/plain.log" "$LOOM_BERT" $(common dropout) --max-steps 12 --eval-every 6 --batch-size 8 --grad-accum 2 \
+    --output "$W/plain"
+  run_ok "$W/dp.log" "$LOOM_BERT" $(common dropout) --max-steps 12 --eval-every 6 --batch-size 8 --grad-accum 2 \
+    --parallel dp --output "$W/dp"
+  local f
+  for f in model.safetensors training_state.safetensors; do
+    cmp "$W/plain/checkpoint-12/$f" "$W/dp/checkpoint-12/$f" || fail "--parallel dp alone differs from the plain run: $f"
+  done
+  echo "dp_cases world1: --parallel dp without mpirun is byte-identical to the plain run"
+}
+
+case_resize() {
+  run_ok "$W/two.log" "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 10 --batch-size 4 \
+    --parallel dp --output "$W/two"
+  run_ok "$W/four.log" "${MPIRUN[@]}" -np 4 "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 10 \
+    --batch-size 2 --parallel dp --resume "$W/two/checkpoint-10" --output "$W/four"
+  compare "$W/two/checkpoint-20/model.safetensors" "$W/four/checkpoint-20/model.safetensors" ||
+    fail "the run saved at 2 ranks and resumed at 4 ended elsewhere than the 2-rank run"
+  # A resume that changes the rows per micro-batch is refused, naming the flag.
+  local rc=0
+  "${MPIRUN[@]}" -np 4 "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 10 --batch-size 4 --parallel dp \
+    --resume "$W/two/checkpoint-10" --output "$W/bad" 2>"$W/bad.log" >/dev/null || rc=$?
+  [ $rc != 0 ] || fail "a resume with 4 x 4 rows per micro-batch (saved: 2 x 4) was accepted"
+  grep -q -- "--batch-size 4 x 4 rank(s) = 16 rows per micro-batch (the checkpoint's run: 8)" "$W/bad.log" ||
+    fail "the refusal does not name the batch: $(grep error "$W/bad.log")"
+  echo "dp_cases resize: saved at 2 ranks, resumed at 4: same parameters within 1e-5; a changed batch is refused"
+}
+
+# pids_of_ranks MPIRUN_PID: the rank processes mpirun started (its children), in rank order.
+pids_of_ranks() {
+  local p
+  for p in $(pgrep -P "$1"); do
+    [ -r "/proc/$p/environ" ] || continue
+    local r
+    r=$(tr '\0' '\n' <"/proc/$p/environ" | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
+    [ -n "$r" ] && echo "$r $p"
+  done | sort -n | awk '{print $2}'
+}
+
+# wait_for_step FILE STEP PID: until FILE logs a train line at or after STEP (fails if PID ends first).
+wait_for_step() {
+  local i
+  for i in $(seq 1 600); do
+    if [ -f "$1" ] && awk -v k="$2" '/"type":"train"/ && match($0, /"step":[0-9]+/) {
+         if (substr($0, RSTART + 7, RLENGTH - 7) + 0 >= k) found = 1 } END { exit !found }' "$1"
+    then return 0; fi
+    kill -0 "$3" 2>/dev/null || fail "the run ended before step $2: $(tail -n 3 "$W"/*.log)"
+    sleep 0.1
+  done
+  fail "no step $2 in $1 after 60 s"
+}
+
+LONG=(--eval-every 1000 --batch-size 4 --parallel dp)
+
+case_preempt() {
+  run_ok "$W/whole.log" "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${LONG[@]}" --max-steps 3000 --output "$W/whole"
+  "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${LONG[@]}" --max-steps 3000 --output "$W/cut" 2>"$W/cut.log" >/dev/null &
+  local job=$! rc=0
+  wait_for_step "$W/cut/metrics.jsonl" 5 $job
+  kill -TERM $(pids_of_ranks $job)
+  wait $job || rc=$?
+  [ $rc = 75 ] || fail "a SIGTERM'd run exited $rc, expected 75: $(tail -n 3 "$W/cut.log")"
+  grep -q "preempted: stopped by a signal after step" "$W/cut.log" || fail "no preemption message: $(cat "$W/cut.log")"
+  local step
+  step=$(sed -n 's/.*after step \([0-9]*\) of.*/\1/p' "$W/cut.log" | head -n 1)
+  [ -n "$step" ] && [ "$step" -lt 3000 ] || fail "preempted after no step: $(cat "$W/cut.log")"
+  [ "$(cat "$W/cut/latest")" = "checkpoint-$step" ] || fail "latest does not name checkpoint-$step"
+  ! ls "$W/cut" | grep -q '^\.tmp' || fail "a temporary checkpoint was left behind"
+  run_ok "$W/resumed.log" "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${LONG[@]}" --max-steps 3000 --resume "$W/cut" \
+    --output "$W/cut"
+  local f
+  for f in model.safetensors training_state.safetensors; do
+    cmp "$W/whole/checkpoint-3000/$f" "$W/cut/checkpoint-3000/$f" ||
+      fail "preempted at step $step and resumed: $f differs from the uninterrupted run"
+  done
+  # --resume of the finished run: says so, with its figures, and trains nothing.
+  run_ok "$W/again.log" "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${LONG[@]}" --max-steps 3000 --resume "$W/cut" \
+    --output "$W/cut"
+  grep -q "that run already finished" "$W/again.log" || fail "no 'already finished': $(cat "$W/again.log")"
+  grep -q "accuracy" "$W/again.log" || fail "the finished run's figures are missing: $(cat "$W/again.log")"
+  echo "dp_cases preempt: SIGTERM at step $step -> exit 75, checkpoint-$step; resumed run bit-identical at step 3000"
+}
+
+case_kill() {
+  "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${LONG[@]}" --max-steps 100000 --output "$W/k" \
+    2>"$W/k.log" >/dev/null &
+  local job=$! rc=0
+  wait_for_step "$W/k/metrics.jsonl" 3 $job
+  local victim
+  victim=$(pids_of_ranks $job | sed -n 2p)
+  local t0=$SECONDS
+  kill -KILL "$victim"
+  wait $job || rc=$?
+  local took=$((SECONDS - t0))
+  [ $rc != 0 ] || fail "the job survived a killed rank with exit 0"
+  [ $took -le 60 ] || fail "the job took $took s to end after rank 1 was killed"
+  echo "dp_cases kill: rank 1 SIGKILLed -> the job ended with status $rc after $took s"
+}
+
+case_hang() {
+  "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${LONG[@]}" --max-steps 100000 --comm-timeout 5 \
+    --output "$W/h" 2>"$W/h.log" >/dev/null &
+  local job=$! rc=0
+  wait_for_step "$W/h/metrics.jsonl" 3 $job
+  local victim
+  victim=$(pids_of_ranks $job | sed -n 2p)
+  local t0=$SECONDS
+  kill -STOP "$victim"
+  wait $job || rc=$?
+  local took=$((SECONDS - t0))
+  kill -KILL "$victim" 2>/dev/null || true
+  [ $rc != 0 ] || fail "the job survived a stopped rank with exit 0"
+  [ $took -le 30 ] || fail "the job took $took s to end after rank 1 stopped (--comm-timeout 5)"
+  grep -Eq "^loom-bert: error: rank 0: .*step [0-9]+.*rank 1 does not respond" "$W/h.log" ||
+    fail "the error does not name rank 0, the step and rank 1: $(grep error "$W/h.log")"
+  echo "dp_cases hang: rank 1 stopped -> rank 0 ended after $took s: $(grep -m1 'error: rank 0' "$W/h.log")"
+}
+
+case_mismatch() {
+  local rc=0
+  "${MPIRUN[@]}" -np 1 "$LOOM_BERT" $(common dropout) --max-steps 4 --batch-size 4 --parallel dp --output "$W/m" : \
+    -np 1 "$LOOM_BERT" $(common dropout) --max-steps 4 --batch-size 4 --parallel dp --output "$W/m" --seed 7 \
+    2>"$W/m.log" >/dev/null || rc=$?
+  [ $rc != 0 ] || fail "ranks with different --seed were accepted"
+  [ "$(grep -c 'error:' "$W/m.log")" = 1 ] || fail "expected one error line: $(cat "$W/m.log")"
+  grep -q "rank 1 was started differently from rank 0: --seed 7 (rank 0: 42)" "$W/m.log" ||
+    fail "the refusal does not name rank 1 and --seed: $(grep error "$W/m.log")"
+  [ ! -e "$W/m/checkpoint-4" ] || fail "a refused run wrote a checkpoint"
+  echo "dp_cases mismatch: $(grep error "$W/m.log")"
+}
+
+"case_$CASE"
