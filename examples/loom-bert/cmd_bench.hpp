@@ -30,6 +30,7 @@ struct bench_options {
   float max_grad_norm = 0;
   std::string parallel = "none";
   double bucket_mb = 25;
+  std::string reduce_dtype = "auto";
 };
 
 /// BERT-base and -large as hf_bert.py builds them (2 labels).
@@ -73,6 +74,7 @@ inline void run_bench(const bench_options& o) {
         t.max_grad_norm = o.max_grad_norm;
         t.parallel = o.parallel;
         t.bucket_mb = o.bucket_mb;
+        t.reduce_dtype = o.reduce_dtype;
         if (o.device == "cuda") bench_train_cuda(t);
         else bench_train_host(t);
       }
@@ -135,6 +137,9 @@ inline void register_bench(CLI::App& app) {
       ->capture_default_str()->check(CLI::IsMember({"none", "dp"}));
   sub->add_option("--bucket-mb", o->bucket_mb, "with --parallel dp: gradient bucket size")->capture_default_str()
       ->check(sign_check(true));
+  sub->add_option("--reduce-dtype", o->reduce_dtype,
+                  "with --parallel dp: auto (16-bit gradients summed in fp32 on >= 2 ranks), fp32 (always) or grad")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "fp32", "grad"}));
   sub->callback([o] {
     LOOM_CHECK(o->parallel == "none" || o->train, "--parallel dp times training steps: add --train");
     run_bench(*o);

@@ -47,8 +47,15 @@ inline void select_device(loom::parallel::mpi_world& w, loom::parallel::mpi_comm
 
 /// The data-parallel policy of a run: the world's control communicator and, on `Device`, the gradient communicator
 /// (NCCL on a GPU, created now, before the model fills the device's memory pool).
+inline loom::parallel::reduce_dtype reduce_dtype_named(const std::string& name) {
+  if (name == "fp32") return loom::parallel::reduce_dtype::fp32;
+  if (name == "grad") return loom::parallel::reduce_dtype::gradient;
+  LOOM_CHECK(name == "auto", "--reduce-dtype must be auto, fp32 or grad, got '" + name + "'");
+  return loom::parallel::reduce_dtype::automatic;
+}
+
 template <class Policy, class Device>
-Policy make_data_parallel(double bucket_mb, double timeout_s) {
+Policy make_data_parallel(double bucket_mb, double timeout_s, const std::string& reduce = "auto") {
   auto& w = loom::parallel::world();
   const auto opts = comm_options_for(timeout_s);
   loom::parallel::mpi_communicator control(w.comm(), opts);
@@ -59,6 +66,7 @@ Policy make_data_parallel(double bucket_mb, double timeout_s) {
   }();
   loom::parallel::data_parallel_options o;
   o.bucket_mb = bucket_mb;
+  o.reduce = reduce_dtype_named(reduce);
   return Policy(std::move(control), std::move(grads), o);
 }
 

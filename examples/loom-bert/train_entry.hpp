@@ -22,6 +22,7 @@ struct train_bench_options {
   float max_grad_norm = 0;  ///< > 0: global-norm clipping in every step (hf_bert.py's step has none)
   std::string parallel = "none";  ///< "dp": gradients reduced in buckets over the world (one rank: NCCL's cost alone)
   double bucket_mb = 25;
+  std::string reduce_dtype = "auto";
 };
 /// Prints one JSON line (kind "train", as ../shared/bench/hf_bert.py).
 void bench_train_host(const train_bench_options& o);

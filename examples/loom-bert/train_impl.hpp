@@ -23,7 +23,8 @@ template <class Precision, class Device>
 void run_training(loom::train::train_options o) {
   using trainer_t = loom::train::trainer<Precision, Device>;
   typename trainer_t::policy_t dp;
-  if (o.parallel == "dp") dp = make_data_parallel<typename trainer_t::policy_t, Device>(o.bucket_mb, o.comm_timeout_s);
+  if (o.parallel == "dp")
+    dp = make_data_parallel<typename trainer_t::policy_t, Device>(o.bucket_mb, o.comm_timeout_s, o.reduce_dtype);
   o.world_size = dp.size();
   const bool lead = dp.rank() == 0;
   // Every rank reads and checks everything; rank 0 alone prepares --output. A refusal on any rank stops them all.
@@ -70,7 +71,7 @@ void run_train_bench(const train_bench_options& o) {
   using policy_t = typename loom::train::trainer<Precision, Device>::policy_t;
   using model_t = loom::bert::model<Precision, policy_t, Device>;
   policy_t dp;
-  if (o.parallel == "dp") dp = make_data_parallel<policy_t, Device>(o.bucket_mb, 60);
+  if (o.parallel == "dp") dp = make_data_parallel<policy_t, Device>(o.bucket_mb, 60, o.reduce_dtype);
   model_t m(o.config, true, std::move(dp));
   loom::bert::init_weights(m, 1);
   m.set_recompute(o.recompute);

@@ -175,39 +175,37 @@ case_preempt() {
   echo "dp_cases preempt: SIGTERM at step $step -> exit 75, checkpoint-$step; resumed run bit-identical at step 3000"
 }
 
-case_kill() {
-  "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${LONG[@]}" --max-steps 100000 --output "$W/k" \
-    2>"$W/k.log" >/dev/null &
-  local job=$! rc=0
-  wait_for_step "$W/k/metrics.jsonl" 3 $job
-  local victim
+# signal_rank1 SIGNAL OUT [FLAGS...]: starts an endless 2-rank run into OUT, sends SIGNAL to rank 1 once step 3 is
+# logged, and waits for the job; sets RC (its exit status) and TOOK (seconds from the signal to its end).
+signal_rank1() {
+  local sig=$1 out=$2
+  shift 2
+  "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${LONG[@]}" --max-steps 100000 --output "$out" "$@" \
+    2>"$out.log" >/dev/null &
+  local job=$! victim t0
+  wait_for_step "$out/metrics.jsonl" 3 $job
   victim=$(pids_of_ranks $job | sed -n 2p)
-  local t0=$SECONDS
-  kill -KILL "$victim"
-  wait $job || rc=$?
-  local took=$((SECONDS - t0))
-  [ $rc != 0 ] || fail "the job survived a killed rank with exit 0"
-  [ $took -le 60 ] || fail "the job took $took s to end after rank 1 was killed"
-  echo "dp_cases kill: rank 1 SIGKILLed -> the job ended with status $rc after $took s"
+  t0=$SECONDS
+  kill "-$sig" "$victim"
+  RC=0
+  wait $job || RC=$?
+  TOOK=$((SECONDS - t0))
+  kill -KILL "$victim" 2>/dev/null || true  # a stopped rank that mpirun did not reap
+  [ $RC != 0 ] || fail "the job survived SIG$sig to rank 1 with exit 0"
+}
+
+case_kill() {
+  signal_rank1 KILL "$W/k"
+  [ $TOOK -le 60 ] || fail "the job took $TOOK s to end after rank 1 was killed"
+  echo "dp_cases kill: rank 1 SIGKILLed -> the job ended with status $RC after $TOOK s"
 }
 
 case_hang() {
-  "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${LONG[@]}" --max-steps 100000 --comm-timeout 5 \
-    --output "$W/h" 2>"$W/h.log" >/dev/null &
-  local job=$! rc=0
-  wait_for_step "$W/h/metrics.jsonl" 3 $job
-  local victim
-  victim=$(pids_of_ranks $job | sed -n 2p)
-  local t0=$SECONDS
-  kill -STOP "$victim"
-  wait $job || rc=$?
-  local took=$((SECONDS - t0))
-  kill -KILL "$victim" 2>/dev/null || true
-  [ $rc != 0 ] || fail "the job survived a stopped rank with exit 0"
-  [ $took -le 30 ] || fail "the job took $took s to end after rank 1 stopped (--comm-timeout 5)"
+  signal_rank1 STOP "$W/h" --comm-timeout 5
+  [ $TOOK -le 30 ] || fail "the job took $TOOK s to end after rank 1 stopped (--comm-timeout 5)"
   grep -Eq "^loom-bert: error: rank 0: .*step [0-9]+.*rank 1 does not respond" "$W/h.log" ||
     fail "the error does not name rank 0, the step and rank 1: $(grep error "$W/h.log")"
-  echo "dp_cases hang: rank 1 stopped -> rank 0 ended after $took s: $(grep -m1 'error: rank 0' "$W/h.log")"
+  echo "dp_cases hang: rank 1 stopped -> rank 0 ended after $TOOK s: $(grep -m1 'error: rank 0' "$W/h.log")"
 }
 
 case_mismatch() {

@@ -36,8 +36,16 @@ struct gradient_communicator<cuda> {
 };
 #endif
 
+/// The type 16-bit gradients are summed in across ranks.
+enum class reduce_dtype {
+  automatic,  ///< fp32 on two or more ranks, the gradient type on one (where the sum is exact anyway)
+  fp32,       ///< always fp32 (one rank too: the cost a multi-rank run pays, measurable on one GPU)
+  gradient,   ///< the gradient type (half the bytes on the wire; NCCL rounds at every step of its ring)
+};
+
 struct data_parallel_options {
-  double bucket_mb = 25;  ///< gradient bytes per bucket (as reduced: fp32 for 16-bit gradients on several ranks)
+  double bucket_mb = 25;  ///< gradient bytes per bucket (as reduced: fp32 for widened 16-bit gradients)
+  reduce_dtype reduce = reduce_dtype::automatic;
 };
 
 /// The data-parallel policy of bert::model<Precision, data_parallel<G, Device>, Device> (G: the gradient type).
@@ -47,9 +55,10 @@ struct data_parallel_options {
 /// step (set_sync(true)); micro-batches before it only accumulate locally. finish_gradients() launches whatever did
 /// not fire (a rank without rows in the step) and makes the compute stream wait for the reductions.
 ///
-/// Precision of the sum: 16-bit gradients are summed over two or more ranks in fp32 (each bucket is widened into a
-/// persistent fp32 buffer, reduced there and rounded back once), so the reduction adds no rounding of its own beyond
-/// the one final rounding to G; a world of one reduces in place in G (a sum over one rank is exact).
+/// Precision of the sum (reduce_dtype): by default 16-bit gradients are summed over two or more ranks in fp32 (each
+/// bucket is widened into a persistent fp32 buffer, reduced there and rounded back once), so the reduction adds no
+/// rounding of its own beyond the one final rounding to G; a world of one reduces in place in G (a sum over one rank
+/// is exact).
 ///
 /// A default-constructed policy is inactive: a world of one without any communicator (training without
 /// --parallel); every hook returns at once.
@@ -100,7 +109,9 @@ class data_parallel {
       if (u.kind == unit_kind::layer || u.kind == unit_kind::adapter) layers = std::max(layers, u.index + 1);
     std::vector<unit_ranges> order;
     for (const unit& u : backward_order(layers)) order.push_back({u, store.unit_ranges(u)});
-    const std::size_t reduced_bytes = widen && size() > 1 ? sizeof(float) : sizeof(G);
+    const bool widened = widen && (o_.reduce == reduce_dtype::fp32 ||
+                                   (o_.reduce == reduce_dtype::automatic && size() > 1));
+    const std::size_t reduced_bytes = widened ? sizeof(float) : sizeof(G);
     buckets_ = plan_buckets(order, reduced_bytes, static_cast<std::size_t>(o_.bucket_mb * 1024 * 1024));
     bucket_of_.clear();
     for (std::size_t b = 0; b < buckets_.size(); ++b)
@@ -108,7 +119,7 @@ class data_parallel {
     pending_.assign(buckets_.size(), 0);
     launched_.assign(buckets_.size(), false);
     widened_.clear();
-    if (widen && size() > 1)
+    if (widened)
       for (const bucket& b : buckets_) widened_.emplace_back(shape{b.elements});  // persistent: see finish
     attached_version_ = store.version();
     reset();

@@ -46,6 +46,7 @@ struct train_options {
   /// Data parallelism: "none" (one process) or "dp" (one rank per device under mpirun; `batch` is per rank).
   std::string parallel = "none";
   double bucket_mb = 25;        ///< gradient all-reduce bucket size
+  std::string reduce_dtype = "auto";  ///< 16-bit gradients summed across ranks in: auto (fp32 on >= 2 ranks), fp32, grad
   double comm_timeout_s = 60;   ///< a collective that takes longer ends the run on every rank
   int world_size = 1;           ///< ranks of the run (set at start-up from the launcher, not a flag)
 
@@ -66,6 +67,7 @@ struct train_options {
             {"lora_r", lora_r}, {"lora_alpha", lora_alpha}, {"lora_dropout", lora_dropout}, {"recompute", recompute},
             {"max_steps", max_steps}, {"text_column", cols.text}, {"text_b_column", cols.text_b},
             {"label_column", cols.label}, {"parallel", parallel}, {"world_size", world_size},
+            {"bucket_mb", bucket_mb}, {"reduce_dtype", reduce_dtype}, {"comm_timeout", comm_timeout_s},
             {"global_micro_batch", global_micro_batch()}};
   }
 };

@@ -113,10 +113,13 @@ inline std::vector<std::string> resume_conflicts(const nlohmann::json& saved, co
   const nlohmann::json& saved_global = saved.contains("global_micro_batch") ? saved.at("global_micro_batch")
                                        : saved.contains("batch_size")      ? saved.at("batch_size")
                                                                            : current.at("global_micro_batch");
+  const bool one_process = now.world_size == 1 && saved.value("world_size", 1) == 1;
   if (saved_global.is_number() && saved_global.get<double>() != static_cast<double>(now.global_micro_batch()))
-    out.push_back("--batch-size " + std::to_string(now.batch) + " x " + std::to_string(now.world_size) +
-                  " rank(s) = " + std::to_string(now.global_micro_batch()) +
-                  " rows per micro-batch (the checkpoint's run: " + saved_global.dump() + ")");
+    out.push_back("--batch-size " + std::to_string(now.batch) +
+                  (one_process ? std::string()
+                               : " x " + std::to_string(now.world_size) + " rank(s) = " +
+                                     std::to_string(now.global_micro_batch()) + " rows per micro-batch") +
+                  " (the checkpoint's run: " + saved_global.dump() + ")");
   for (const std::string& key : keys) {
     if (!saved.contains(key)) continue;
     const nlohmann::json& a = saved.at(key);

@@ -184,7 +184,7 @@ inline prepared_run prepare(const train_options& o, bool owns_output = true) {
                what + ": the checkpoint's run had " + std::to_string(r.resume->train_rows.value_or(0)) +
                    " training rows, --train " + o.train + " gives " + std::to_string(r.train.size()));
     const run_length len = length_of(o, r.train.size());
-    if (r.resume->step >= len.total_steps) {
+    if (r.resume->step == len.total_steps) {
       r.finished = true;  // nothing to train; the caller reports that run's figures
       return r;
     }
