@@ -6,10 +6,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "model_options.hpp"
+#include "row_split.hpp"
 
 namespace loom_bert {
 
@@ -45,29 +48,48 @@ inline bool npy_output(const std::string& output) {
 }
 
 inline void run_embed(const embed_options& o) {
-  const bool npy = npy_output(o.output);  // before any work: a wrong name should not cost a whole run
-  const auto dir = o.dir();
-  auto tok = o.tokenizer();
-  const text_rows rows = read_text_rows(o.input, o.format, o.text_column, o.text_b_column);
-  std::unique_ptr<runner> r = make_runner(o.source(/*classifier=*/false), o.device, o.precision);
-  const auto& cfg = r->cfg();
-  const auto enc = encode_rows(tok, rows, o.seq_limit(cfg), !o.no_truncate);
-  const auto H = static_cast<std::size_t>(cfg.hidden_size);
-  std::vector<float> all(rows.a.size() * H);
+  auto flags = o.flags("embed");
+  flags.emplace_back("--pooling", o.pooling_name);
+  flags.emplace_back("--normalize", o.normalize ? "true" : "false");
+  row_split split(o, flags);
+  bool npy = false;
+  std::optional<loom::io::wordpiece_tokenizer> tok;
+  text_rows rows;
+  std::unique_ptr<runner> r;
+  std::vector<loom::io::encoding> enc;
+  split.start(o, [&] {
+    npy = npy_output(o.output);  // before any work: a wrong name should not cost a whole run
+    const auto dir = o.dir();
+    tok.emplace(o.tokenizer());
+    rows = read_text_rows(o.input, o.format, o.text_column, o.text_b_column);
+    r = make_runner(o.source(/*classifier=*/false), o.device, o.precision);
+    enc = encode_rows(*tok, rows, o.seq_limit(r->cfg()), !o.no_truncate);
+  });
+  split.check_same_input(o, enc);
+  const auto H = static_cast<std::size_t>(r->cfg().hidden_size);
   const pooling p = o.pooling_name == "cls" ? pooling::cls : pooling::mean;
-  for (const auto& idx : length_batches(enc, o.batch)) {
-    const std::vector<float> v = r->embed(make_batch(enc, idx, tok.pad_id()), p);
-    for (std::size_t k = 0; k < idx.size(); ++k) {
-      float* dst = all.data() + idx[k] * H;
-      std::copy(v.begin() + static_cast<std::ptrdiff_t>(k * H), v.begin() + static_cast<std::ptrdiff_t>((k + 1) * H),
-                dst);
-      if (o.normalize) {
-        double norm = 0;
-        for (std::size_t h = 0; h < H; ++h) norm += static_cast<double>(dst[h]) * dst[h];
-        norm = std::max(std::sqrt(norm), 1e-12);
-        for (std::size_t h = 0; h < H; ++h) dst[h] = static_cast<float>(dst[h] / norm);
-      }
-    }
+  // Each row's result: its H floats, as bytes.
+  const std::vector<std::string> vectors =
+      split.run(length_batches(enc, o.batch), enc.size(), [&](const std::vector<std::size_t>& idx) {
+        std::vector<float> v = r->embed(make_batch(enc, idx, tok->pad_id()), p);
+        std::vector<std::string> out(idx.size());
+        for (std::size_t k = 0; k < idx.size(); ++k) {
+          float* row = v.data() + k * H;
+          if (o.normalize) {
+            double norm = 0;
+            for (std::size_t h = 0; h < H; ++h) norm += static_cast<double>(row[h]) * row[h];
+            norm = std::max(std::sqrt(norm), 1e-12);
+            for (std::size_t h = 0; h < H; ++h) row[h] = static_cast<float>(row[h] / norm);
+          }
+          out[k] = bytes_of(row, H);
+        }
+        return out;
+      });
+  if (!split.lead()) return;
+  std::vector<float> all(rows.a.size() * H);
+  for (std::size_t i = 0; i < rows.a.size(); ++i) {
+    LOOM_CHECK(vectors[i].size() == H * sizeof(float), "embed: a row's vector has the wrong size");
+    std::memcpy(all.data() + i * H, vectors[i].data(), H * sizeof(float));
   }
   if (npy) {
     write_output(o.output, npy_bytes(all, rows.a.size(), H));

@@ -6,11 +6,14 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
+#include <span>
 
 #include <loom/train/dataset.hpp>
 #include <loom/train/metrics.hpp>
 
 #include "model_options.hpp"
+#include "row_split.hpp"
 
 namespace loom_bert {
 
@@ -19,30 +22,53 @@ struct eval_options : model_options {
 };
 
 inline void run_eval(const eval_options& o) {
-  const auto dir = o.dir();
-  auto tok = o.tokenizer();
-  const auto src = o.source(true);
-  const loom::train::columns cols{o.text_column, o.text_b_column, o.label_column};
-  const auto rows = loom::train::read_labelled(o.input, loom::io::table_format_for(o.format, o.input), cols);
-  const auto data = loom::train::tokenize(rows, tok, o.seq_limit(src.config), src.config.label2id);
-  std::unique_ptr<runner> r = o.classifier(src);
+  auto flags = o.flags("eval");
+  flags.emplace_back("--label-column", o.label_column);
+  row_split split(o, flags);
+  std::optional<loom::io::wordpiece_tokenizer> tok;
+  model_source src;
+  loom::train::dataset data;
+  std::unique_ptr<runner> r;
+  std::vector<loom::io::encoding> enc;
+  split.start(o, [&] {
+    const auto dir = o.dir();
+    tok.emplace(o.tokenizer());
+    src = o.source(true);
+    const loom::train::columns cols{o.text_column, o.text_b_column, o.label_column};
+    const auto rows = loom::train::read_labelled(o.input, loom::io::table_format_for(o.format, o.input), cols);
+    data = loom::train::tokenize(rows, *tok, o.seq_limit(src.config), src.config.label2id);
+    r = o.classifier(src);
+    enc.resize(data.size());
+    for (std::size_t i = 0; i < data.size(); ++i) {
+      enc[i].input_ids = data.ids[i];
+      enc[i].token_type_ids = data.types[i];
+    }
+  });
+  split.check_same_input(o, enc, data.labels);
   const auto C = static_cast<std::size_t>(src.config.num_labels());
+  // Each row's result: its prediction (int32) and its loss term (double), summed below in batch order as one
+  // process sums them, so the reported loss is the same to the last bit.
+  const auto batches = length_batches(enc, o.batch);
+  const std::vector<std::string> results =
+      split.run(batches, enc.size(), [&](const std::vector<std::size_t>& idx) {
+        const auto logits = r->classify(make_batch(enc, idx, tok->pad_id()));
+        std::vector<std::string> out(idx.size());
+        for (std::size_t k = 0; k < idx.size(); ++k) {
+          const std::span<const float> z(logits.data() + k * C, C);
+          const auto row = loom::train::summarize_logits(z);
+          const double loss = row.log_sum_exp - z[static_cast<std::size_t>(data.labels[idx[k]])];
+          out[k] = bytes_of(&row.best, 1) + bytes_of(&loss, 1);
+        }
+        return out;
+      });
+  if (!split.lead()) return;
   std::vector<std::int32_t> predictions(data.size());
   double loss = 0;
-  std::vector<loom::io::encoding> enc(data.size());
-  for (std::size_t i = 0; i < data.size(); ++i) {
-    enc[i].input_ids = data.ids[i];
-    enc[i].token_type_ids = data.types[i];
-  }
-  for (const auto& idx : length_batches(enc, o.batch)) {
-    const auto logits = r->classify(make_batch(enc, idx, tok.pad_id()));
-    for (std::size_t k = 0; k < idx.size(); ++k) {
-      const std::span<const float> z(logits.data() + k * C, C);
-      const auto row = loom::train::summarize_logits(z);
-      loss += row.log_sum_exp - z[static_cast<std::size_t>(data.labels[idx[k]])];
-      predictions[idx[k]] = row.best;
+  for (const auto& idx : batches)
+    for (std::size_t i : idx) {
+      predictions[i] = value_of<std::int32_t>(results[i]);
+      loss += value_of<double>(results[i].substr(sizeof(std::int32_t)));
     }
-  }
   auto report = loom::train::classify_report(data.labels, predictions, static_cast<int>(C));
   report.loss = loss / static_cast<double>(data.size());
   std::vector<std::string> names;

@@ -1,52 +1,68 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
-// loom-bert predict: classify every row of a table with a BertForSequenceClassification checkpoint; JSONL out.
+// loom-bert predict: classify every row of a table with a BertForSequenceClassification checkpoint; JSONL out (one
+// process, or the rows split over the ranks of mpirun with --parallel dp: row_split.hpp).
 #pragma once
 
 #include <cmath>
 #include <memory>
+#include <optional>
+#include <span>
 
 #include <loom/train/metrics.hpp>
 
 #include "model_options.hpp"
+#include "row_split.hpp"
 
 namespace loom_bert {
 
-inline void run_predict(const model_options& o) {
-  const auto dir = o.dir();
-  auto tok = o.tokenizer();
-  const text_rows rows = read_text_rows(o.input, o.format, o.text_column, o.text_b_column);
-  std::unique_ptr<runner> r = o.classifier(o.source(/*classifier=*/true));
-  const auto& cfg = r->cfg();
-  const auto enc = encode_rows(tok, rows, o.seq_limit(cfg), !o.no_truncate);
-  const auto C = static_cast<std::size_t>(cfg.num_labels());
-  std::vector<std::string> lines(rows.a.size());
-  for (const auto& idx : length_batches(enc, o.batch)) {
-    const token_batch b = make_batch(enc, idx, tok.pad_id());
-    const std::vector<float> logits = r->classify(b);
-    for (std::size_t k = 0; k < idx.size(); ++k) {
-      const std::span<const float> z(logits.data() + k * C, C);
-      const auto row = loom::train::summarize_logits(z);
-      const auto best = static_cast<std::size_t>(row.best);
-      std::string& line = lines[idx[k]];
-      const auto label = cfg.id2label.find(static_cast<std::int64_t>(best));
-      line =
-          "{\"label\": " + nlohmann::json(label != cfg.id2label.end() ? label->second : std::to_string(best)).dump() +
-          ", \"label_id\": " + std::to_string(best) + ", \"score\": ";
-      append_float(line, static_cast<float>(std::exp(z[best] - row.log_sum_exp)));
-      line += ", \"probs\": [";
-      for (std::size_t c = 0; c < C; ++c) {
-        if (c) line += ", ";
-        append_float(line, static_cast<float>(std::exp(z[c] - row.log_sum_exp)));
-      }
-      line += "], \"logits\": [";
-      for (std::size_t c = 0; c < C; ++c) {
-        if (c) line += ", ";
-        append_float(line, z[c]);
-      }
-      line += "]}\n";
-    }
+/// One row's JSON line from its logits `z`.
+inline std::string predict_line(const loom::io::bert_config& cfg, std::span<const float> z) {
+  const auto row = loom::train::summarize_logits(z);
+  const auto best = static_cast<std::size_t>(row.best);
+  const auto label = cfg.id2label.find(static_cast<std::int64_t>(best));
+  std::string line =
+      "{\"label\": " + nlohmann::json(label != cfg.id2label.end() ? label->second : std::to_string(best)).dump() +
+      ", \"label_id\": " + std::to_string(best) + ", \"score\": ";
+  append_float(line, static_cast<float>(std::exp(z[best] - row.log_sum_exp)));
+  line += ", \"probs\": [";
+  for (std::size_t c = 0; c < z.size(); ++c) {
+    if (c) line += ", ";
+    append_float(line, static_cast<float>(std::exp(z[c] - row.log_sum_exp)));
   }
+  line += "], \"logits\": [";
+  for (std::size_t c = 0; c < z.size(); ++c) {
+    if (c) line += ", ";
+    append_float(line, z[c]);
+  }
+  line += "]}\n";
+  return line;
+}
+
+inline void run_predict(const model_options& o) {
+  row_split split(o, o.flags("predict"));
+  std::optional<loom::io::wordpiece_tokenizer> tok;
+  text_rows rows;
+  std::unique_ptr<runner> r;
+  std::vector<loom::io::encoding> enc;
+  split.start(o, [&] {
+    const auto dir = o.dir();
+    tok.emplace(o.tokenizer());
+    rows = read_text_rows(o.input, o.format, o.text_column, o.text_b_column);
+    r = o.classifier(o.source(/*classifier=*/true));
+    enc = encode_rows(*tok, rows, o.seq_limit(r->cfg()), !o.no_truncate);
+  });
+  split.check_same_input(o, enc);
+  const auto& cfg = r->cfg();
+  const auto C = static_cast<std::size_t>(cfg.num_labels());
+  const std::vector<std::string> lines =
+      split.run(length_batches(enc, o.batch), enc.size(), [&](const std::vector<std::size_t>& idx) {
+        const std::vector<float> logits = r->classify(make_batch(enc, idx, tok->pad_id()));
+        std::vector<std::string> out(idx.size());
+        for (std::size_t k = 0; k < idx.size(); ++k) out[k] = predict_line(cfg, {logits.data() + k * C, C});
+        return out;
+      });
+  if (!split.lead()) return;
   std::string out;
   for (const auto& l : lines) out += l;
   write_output(o.output, out);

@@ -40,7 +40,7 @@ int fail(const std::string& message) {
   const std::string prefix = "rank " + std::to_string(place.rank) + ": ";
   const bool named = message.rfind(prefix, 0) == 0;  // communication errors name their rank already
   std::cerr << "loom-bert: error: " << (place.size > 1 && !named ? prefix : "") << one_line(message) << std::endl;
-  if (place.size > 1) loom_bert::abort_world(2);
+  if (place.size > 1 && place.mpi) loom_bert::abort_world(2);
   return 2;
 }
 

@@ -1,6 +1,7 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
-// The flags predict and embed share: model folder, input table, batching, device and precision.
+// The flags predict, eval and embed share: model folder, input table, batching, device, precision, and the ranks
+// they run on (--parallel dp under mpirun: row_split.hpp).
 #pragma once
 
 #include <filesystem>
@@ -10,6 +11,8 @@
 #include <CLI/CLI.hpp>
 
 #include <loom/io/tokenizer_options.hpp>
+#include <loom/parallel/agreement.hpp>
+#include "cli_checks.hpp"
 #include "runner.hpp"
 #include "standard_output.hpp"
 #include "text_batches.hpp"
@@ -21,6 +24,8 @@ struct model_options {
   std::size_t batch = 32, max_seq_len = 0;
   bool no_truncate = false;
   std::string device = "cpu", precision = "fp32";
+  std::string parallel = "none";  ///< "dp": the batches dealt out to the ranks of mpirun; rank 0 writes the output
+  double comm_timeout_s = 60;     ///< with dp: seconds a collective may wait for the other ranks
 
   void add_to(CLI::App* sub) {
     sub->add_option("--model", model_dir, "model folder: config.json, model.safetensors, vocab.txt")->required();
@@ -37,6 +42,33 @@ struct model_options {
     sub->add_option("--device", device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
     sub->add_option("--precision", precision, "fp32, bf16 or fp16")->capture_default_str()
         ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+    sub->add_option("--parallel", parallel,
+                    "none, or dp: split the rows over the ranks of mpirun (one per GPU with --device cuda); "
+                    "rank 0 writes the output, byte-identical to one process's")
+        ->capture_default_str()->check(CLI::IsMember({"none", "dp"}));
+    sub->add_option("--comm-timeout", comm_timeout_s,
+                    "with --parallel dp: seconds a collective may wait for the other ranks before all stop")
+        ->capture_default_str()->check(sign_check(true));
+  }
+
+  /// The flags every rank of a --parallel dp run must share (compared at start-up: parallel::check_same_start);
+  /// paths are made absolute, so ranks started in other folders with other spellings of one file agree.
+  loom::parallel::fingerprint flags(const std::string& command) const {
+    const auto absolute = [](const std::string& p) {
+      return p == "-" || p.empty() ? p : std::filesystem::absolute(p).lexically_normal().string();
+    };
+    return {{"command", command},
+            {"--model", absolute(model_dir)},
+            {"--input", absolute(input)},
+            {"--output", absolute(output)},
+            {"--format", format},
+            {"--text-column", text_column},
+            {"--text-b-column", text_b_column},
+            {"--batch", std::to_string(batch)},
+            {"--max-seq-len", std::to_string(max_seq_len)},
+            {"--no-truncate", no_truncate ? "true" : "false"},
+            {"--device", device},
+            {"--precision", precision}};
   }
 
   std::filesystem::path dir() const {

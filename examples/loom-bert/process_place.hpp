@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdlib>
+#include <utility>
 
 #include <mpi.h>
 
@@ -14,15 +15,30 @@ namespace loom_bert {
 /// error handler needs to prefix a message and to end the other ranks, without starting MPI itself.
 struct process_place {
   int rank = 0, size = 1;
+  bool mpi = false;  ///< MPI is initialised (so the job can be aborted from here)
 };
 inline process_place current_place() {
   int up = 0, down = 0;
   MPI_Initialized(&up);
   MPI_Finalized(&down);
-  if (!up || down) return {};
   process_place p;
-  MPI_Comm_rank(MPI_COMM_WORLD, &p.rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &p.size);
+  if (up && !down) {
+    p.mpi = true;
+    MPI_Comm_rank(MPI_COMM_WORLD, &p.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &p.size);
+    return p;
+  }
+  // Before MPI starts (a bad flag): the launcher's variables still say which rank this is.
+  for (const auto& [rank, size] : {std::pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                   std::pair{"PMIX_RANK", "PMIX_SIZE"}, std::pair{"PMI_RANK", "PMI_SIZE"}}) {
+    const char* r = std::getenv(rank);
+    const char* n = std::getenv(size);
+    if (r != nullptr && n != nullptr) {
+      p.rank = std::atoi(r);
+      p.size = std::atoi(n);
+      break;
+    }
+  }
   return p;
 }
 

@@ -17,23 +17,7 @@
 #   mismatch     ranks started with different flags (--seed) are refused before training: exit 2, one line naming the rank
 #                and the flag; no checkpoint is written
 set -euo pipefail
-[ $# = 3 ] || { echo "usage: dp_cases.sh CASE LOOM_BERT DIR" >&2; exit 2; }
-CASE=$1
-LOOM_BERT=$(realpath "$2")
-W=$3
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-rm -rf "$W"
-mkdir -p "$W"
-
-fail() {
-  echo "dp_cases $CASE: FAIL: $*" >&2
-  exit 1
-}
-
-# One core per rank is all CI has (2 cores, up to 4 ranks): no nested BLAS threads, no binding to cores.
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-MPIRUN=(mpirun --oversubscribe --bind-to none --mca btl_vader_single_copy_mechanism none)
-[ "$(id -u)" != 0 ] || MPIRUN+=(--allow-run-as-root)
+source "$(dirname "${BASH_SOURCE[0]}")/mpi_case_env.sh" dp_cases "$@"
 
 # 43 training rows (batches of 8: the last holds 3), 16 dev rows.
 head -n 44 "$ROOT/data/sst2-sample/train.tsv" >"$W/train.tsv"

@@ -202,7 +202,16 @@ class nccl_communicator {
     config.blocking = 0;
     ncclComm_t sub = nullptr;
     const ncclResult_t r = ncclCommSplit(s_->comm, color, key, &sub, &config);
-    ready(sub != nullptr ? sub : s_->comm, r, "split");
+    // Non-blocking: the split runs in the background and writes `sub` once the new communicator exists (NCCL 2.28
+    // returns with it still null), which then reports its own initialisation. Wait for both, under the timeout.
+    ready(s_->comm, r, "split");
+    const auto deadline = clock::now() + s_->options.timeout;
+    while (*static_cast<ncclComm_t volatile*>(&sub) == nullptr && clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (*static_cast<ncclComm_t volatile*>(&sub) == nullptr)
+      throw comm_error(prefix() + "NCCL split" + context_text() + " did not produce a communicator within " +
+                       detail::seconds_text(s_->options.timeout));
+    ready(sub, ncclInProgress, "split");
     auto s = std::make_unique<state>();
     s->options = s_->options;
     s->world_rank = s_->world_rank;

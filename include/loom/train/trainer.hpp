@@ -246,7 +246,7 @@ class trainer {
     } else {
       const auto report = bert::load_safetensors(model_, run_.weights, o_.seed, /*reinit_mismatched_head=*/true);
       for (const auto& n : report.initialized)
-        std::fprintf(stderr, "loom-bert: initialised %s (not in the checkpoint)\n", n.c_str());
+        if (lead()) std::fprintf(stderr, "loom-bert: initialised %s (not in the checkpoint)\n", n.c_str());
     }
     model_.set_recompute(o_.recompute);
     // Evaluation measures the function being trained (erf GELU), as transformers' Trainer does, not the 16-bit
@@ -690,8 +690,9 @@ class trainer {
     sequences_ = st.sequences;
     best_ = st.best_metric;
     evals_without_improvement_ = st.evals_without_improvement;
-    std::fprintf(stderr, "loom-bert: resumed from %s at step %lld (epoch %lld, batch %zu)\n", dir.string().c_str(),
-                 static_cast<long long>(step_), static_cast<long long>(epoch_), batch_in_epoch_);
+    if (lead())
+      std::fprintf(stderr, "loom-bert: resumed from %s at step %lld (epoch %lld, batch %zu)\n", dir.string().c_str(),
+                   static_cast<long long>(step_), static_cast<long long>(epoch_), batch_in_epoch_);
   }
 
   train_options o_;
