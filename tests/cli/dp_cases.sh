@@ -4,8 +4,8 @@
 # (tests/cli/dp.cmake):   dp_cases.sh CASE LOOM_BERT DIR
 #   equivalence  20 AdamW steps of the tiny_a fixture (fp32) on 1 process and on 2 and 4 ranks with the same global
 #                batch end with parameters equal within 1e-5 relative per tensor: dropout on and off, with and without
-#                accumulation; 43 rows, so the last batch is short and one of 4 ranks has no row in it. A run with
-#                another seed must fail the same comparison (the check can fail).
+#                accumulation, and with LoRA; 43 rows, so the last batch is short and one of 4 ranks has no row in it.
+#                A run with another seed must fail the same comparison (the check can fail).
 #   world1       --parallel dp without mpirun is a world of one: byte-identical to the plain run
 #   resize       a run saved at 2 ranks resumes at 4 (same rows per micro-batch) and ends as the 2-rank run does
 #   preempt      SIGTERM to the ranks (what Slurm sends): every rank finishes its step, one checkpoint is written,
@@ -67,12 +67,19 @@ case_equivalence() {
       done
     done
   done
+  # LoRA (adapters and the head trainable, the rest frozen: buckets of adapter spans only), dropout on.
+  run_ok "$W/lora.1.log" "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 20 --batch-size 8 --lora-r 4 \
+    --output "$W/lora.1"
+  run_ok "$W/lora.4.log" "${MPIRUN[@]}" -np 4 "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 20 \
+    --batch-size 2 --lora-r 4 --parallel dp --output "$W/lora.4"
+  compare "$W/lora.1/checkpoint-20/model.safetensors" "$W/lora.4/checkpoint-20/model.safetensors" ||
+    fail "LoRA: 4 ranks ended with other parameters than one process"
   # The comparison can fail: another seed (other shuffling and dropout) is far outside the tolerance.
   run_ok "$W/seed.log" "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 20 --batch-size 8 --seed 7 \
     --output "$W/seed"
   if compare "$W/dropout_a1.1/checkpoint-20/model.safetensors" "$W/seed/checkpoint-20/model.safetensors" >/dev/null
   then fail "a run with another seed passed the equivalence check: the check cannot fail"; fi
-  echo "dp_cases equivalence: 1 = 2 = 4 ranks (dropout on/off, accumulation 1/2) within 1e-5; another seed differs"
+  echo "dp_cases equivalence: 1 = 2 = 4 ranks (dropout on/off, accumulation 1/2, LoRA) within 1e-5; another seed differs"
 }
 
 case_world1() {
