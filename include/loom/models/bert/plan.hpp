@@ -40,13 +40,31 @@ struct memory_plan {
   std::int64_t gradients = 0;         ///< training: one gradient per parameter
   std::int64_t optimizer = 0;         ///< AdamW: two fp32 moments, plus fp32 master weights for mixed precision
   std::int64_t activations = 0;       ///< training: everything kept for backward; inference: the reused buffers
-  std::int64_t total() const { return parameters + gradients + optimizer + activations; }
+  std::int64_t buffers = 0;           ///< communication: data parallel's fp32 gradient buckets (16-bit, >= 2 ranks)
+  std::int64_t total() const { return parameters + gradients + optimizer + activations + buffers; }
+};
+
+/// How the model state is divided over the ranks, for the per-rank plan: `stage` 0 is data parallel (every rank
+/// holds everything; one process is a world of one), 1-3 the ZeRO stages (optimizer state; + gradients;
+/// + parameters sharded 1/ranks). `widened_buckets`: data parallel sums 16-bit gradients in persistent fp32 bucket
+/// buffers on two or more ranks (parallel::reduce_dtype::automatic).
+struct state_sharding {
+  int stage = 0;
+  int ranks = 1;
+  bool widened_buckets = true;
 };
 
 /// `recompute`: activation recomputation (model::set_recompute), which keeps one layer's activations plus every
 /// layer's output.
+/// `sharding`: the per-rank plan of a multi-rank run. Model state per rank follows the ZeRO paper (Rajbhandari et al.
+/// 2020, section 5) for mixed precision with P parameters on N ranks: data parallel 16P, stage 1 4P + 12P/N, stage 2
+/// 2P + 14P/N, stage 3 16P/N bytes (fp32: 16P, 8P + 8P/N, 4P + 12P/N, 16P/N); a shard is padded to divide evenly.
 inline memory_plan plan_memory(const io::bert_config& c, std::int64_t batch, std::int64_t seq, int param_bytes,
-                               bool training, bool classifier_head = true, bool recompute = false) {
+                               bool training, bool classifier_head = true, bool recompute = false,
+                               state_sharding sharding = {}) {
+  LOOM_CHECK(sharding.stage >= 0 && sharding.stage <= 3, "ZeRO stage must be 0 (data parallel) to 3, got " +
+                                                             std::to_string(sharding.stage));
+  LOOM_CHECK(sharding.ranks >= 1, "ranks must be at least 1, got " + std::to_string(sharding.ranks));
   // Checked arithmetic: batch and seq come from the command line, and a wrapped byte count would print as a small
   // or negative plan instead of an error.
   const checked_int P = parameter_count(c, classifier_head), B = param_bytes;
@@ -68,7 +86,18 @@ inline memory_plan plan_memory(const io::bert_config& c, std::int64_t batch, std
     // One layer's buffers reused by every layer, plus two alternating outputs and the embedding output.
     activations = N * (3 * H + 3 * H + 2 * I + 3 * H) * B;
   }
-  const checked_int total = parameters + gradients + optimizer + activations;
+  checked_int buffers = 0;
+  if (training) {
+    // What a rank keeps of the model state: 1/N of each sharded kind (rounded up: shards are padded evenly).
+    const auto shard = [&](checked_int bytes) {
+      return bytes.overflow() ? bytes : checked_int((bytes.value() + sharding.ranks - 1) / sharding.ranks);
+    };
+    if (sharding.stage >= 1) optimizer = shard(optimizer);
+    if (sharding.stage >= 2) gradients = shard(gradients);
+    if (sharding.stage >= 3) parameters = shard(parameters);
+    if (sharding.stage == 0 && sharding.ranks > 1 && param_bytes < 4 && sharding.widened_buckets) buffers = P * 4;
+  }
+  const checked_int total = parameters + gradients + optimizer + activations + buffers;
   LOOM_CHECK(!total.overflow(), "memory plan for batch " + std::to_string(batch) + " x seq " + std::to_string(seq) +
                                     " needs more bytes than 64 bits count");
   memory_plan m;
@@ -76,6 +105,7 @@ inline memory_plan plan_memory(const io::bert_config& c, std::int64_t batch, std
   m.gradients = gradients.value();
   m.optimizer = optimizer.value();
   m.activations = activations.value();
+  m.buffers = buffers.value();
   return m;
 }
 
