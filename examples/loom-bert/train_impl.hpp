@@ -82,6 +82,7 @@ void run_train_bench(const train_bench_options& o) {
     m.enable_lora(lo, 1);
   }
   loom::optim::adamw<Precision, Device> opt(m.params(), {}, loom::optim::hf_decay_ranges(m.params()));
+  m.parallel().attach(m.params());  // the bucket plan, once: the layout no longer changes
   loom::tensor<std::int32_t> ids({o.batch, o.seq}), types({o.batch, o.seq}), lengths({o.batch}), labels({o.batch});
   for (loom::index_t i = 0; i < ids.numel(); ++i) {
     ids.data()[i] = bench_token_id(i, o.config.vocab_size);
@@ -96,7 +97,6 @@ void run_train_bench(const train_bench_options& o) {
   std::int64_t step = 0;
   auto one_step = [&] {
     m.forward_loss(b, loom::bert::mode::training, 1, static_cast<std::uint64_t>(step));
-    m.parallel().attach(m.params());
     m.parallel().set_sync(true);
     m.backward(b);
     m.parallel().finish_gradients();

@@ -91,6 +91,12 @@ class data_parallel {
     LOOM_CHECK(active(), "data_parallel: an inactive policy has no communicator");
     return *grads_;
   }
+  /// Collective: host `values` reduced over the ranks in place (losses, metrics, flags); nothing for one process.
+  template <comm_element T>
+  void reduce_on_host(T* values, std::size_t n, reduce_op op) {
+    if (size() > 1) control_->all_reduce(values, values, n, op);
+  }
+
   /// Names what the run is doing ("step 17") in every communication error and timeout.
   void set_context(const std::string& what) {
     if (!active()) return;

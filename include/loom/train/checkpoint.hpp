@@ -95,13 +95,16 @@ struct training_state {
   std::vector<std::pair<std::string, tensor<float, host>>> tensors;  ///< optimizer moments, master weights
 };
 
+/// The folder name of the checkpoint of `step`.
+inline std::string checkpoint_name(std::int64_t step) { return "checkpoint-" + std::to_string(step); }
+
 /// Saves a complete checkpoint as `out/checkpoint-<step>` and points `out/latest` at it. Keeps the newest
 /// `keep` checkpoints (0: all). Throws naming the path on any failure; the previous checkpoint stays usable.
 template <class Model>
 fs::path save_checkpoint(const Model& m, const fs::path& out, std::int64_t step, const tensor<float, host>& values,
                          const fs::path& vocab, const io::bert_tokenizer_config& tokenizer, const training_state& state,
                          int keep = 2) {
-  const std::string name = "checkpoint-" + std::to_string(step);
+  const std::string name = checkpoint_name(step);
   const fs::path final_dir = out / name;
   const fs::path tmp = out / (".tmp-" + name + "-" + std::to_string(::getpid()));
   detail::fs_call("cannot create " + out.string(), [&](std::error_code& ec) { fs::create_directories(out, ec); });

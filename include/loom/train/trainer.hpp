@@ -278,7 +278,7 @@ class trainer {
     schedule_ = make_schedule(o_.schedule, warmup_steps_, total_steps_);
     if (run_.resume) restore(*run_.resume);  // prepare() checked it against this run
     dp().attach(model_.params());
-    check_replicas("parameters at start-up");
+    if (dp().size() > 1) check_replicas(master_values(), "parameters at start-up");
   }
 
   model_t& model() { return model_; }
@@ -372,8 +372,9 @@ class trainer {
         const double epoch_pos = static_cast<double>(epoch_) + static_cast<double>(batch_in_epoch_) / batches.size();
         if (step_ % o_.log_every == 0 || step_ == total_steps_) {
           stop_if_diverged();
-          const double mean_loss = sum_over_ranks(static_cast<double>(to<host>(loss_sum)())) /
-                                   static_cast<double>(logged_steps);
+          double loss_total = static_cast<double>(to<host>(loss_sum)());
+          dp().reduce_on_host(&loss_total, 1, parallel::reduce_op::sum);
+          const double mean_loss = loss_total / static_cast<double>(logged_steps);
           assign(loss_sum, 0.0);
           logged_steps = 0;
           last_loss_ = mean_loss;
@@ -412,7 +413,7 @@ class trainer {
           if (!saved) save(epoch_pos);
           throw preempted("stopped by a signal after step " + std::to_string(step_) + " of " +
                           std::to_string(total_steps_) + "; checkpoint " +
-                          (fs::path(o_.output) / ("checkpoint-" + std::to_string(step_))).string() +
+                          (fs::path(o_.output) / checkpoint_name(step_)).string() +
                           " written; continue with --resume " + o_.output);
         }
       }
@@ -468,11 +469,9 @@ class trainer {
         predictions[rows[r]] = row.best;
       }
     }
-    if (dp().active() && dp().size() > 1) {
-      // Each row was predicted by exactly one rank (the others hold 0 there): the sum is every rank's predictions.
-      dp().control().all_reduce(predictions.data(), predictions.data(), predictions.size(), parallel::reduce_op::sum);
-      loss = sum_over_ranks(loss);
-    }
+    // Each row was predicted by exactly one rank (the others hold 0 there): the sum is every rank's predictions.
+    dp().reduce_on_host(predictions.data(), predictions.size(), parallel::reduce_op::sum);
+    dp().reduce_on_host(&loss, 1, parallel::reduce_op::sum);
     auto report = classify_report(d.labels, predictions, static_cast<int>(run_.labels.size()));
     report.loss = loss / static_cast<double>(d.size());
     return report;
@@ -502,28 +501,21 @@ class trainer {
   /// Data parallel: the ranks agree (a rank whose loss overflowed stops them all, at the same point).
   void stop_if_diverged() {
     std::int64_t bad = watch_.first_bad_step().value_or(-1);
-    if (dp().active() && dp().size() > 1) dp().control().all_reduce(&bad, &bad, 1, parallel::reduce_op::max);
+    dp().reduce_on_host(&bad, 1, parallel::reduce_op::max);
     if (bad >= 0) diverged("the loss or gradient norm of step " + std::to_string(bad) + " is not finite (inf or NaN)");
-  }
-
-  /// Collective: the sum of `v` over the ranks (`v` for one process).
-  double sum_over_ranks(double v) {
-    if (dp().active() && dp().size() > 1) dp().control().all_reduce(&v, &v, 1, parallel::reduce_op::sum);
-    return v;
   }
 
   /// Collective: whether any rank got SIGTERM/SIGINT; every rank gets the same answer at the same step.
   bool preemption_requested() {
     std::int32_t flag = preemption_guard::requested() != 0 ? 1 : 0;
-    if (dp().active() && dp().size() > 1) dp().control().all_reduce(&flag, &flag, 1, parallel::reduce_op::max);
+    dp().reduce_on_host(&flag, 1, parallel::reduce_op::max);
     return flag != 0;
   }
 
-  /// Collective: refuses to go on when the ranks' parameters are no longer identical (data parallel only).
-  void check_replicas(const std::string& what) {
-    if (!dp().active() || dp().size() == 1) return;
-    const tensor<float, host> v = master_values();
-    parallel::check_replicas(dp().control(), parallel::fnv1a(v.data(), static_cast<std::size_t>(v.numel()) * 4),
+  /// Collective: refuses to go on when the ranks' parameters (`values`: master_values()) are no longer identical.
+  void check_replicas(const tensor<float, host>& values, const std::string& what) {
+    parallel::check_replicas(dp().control(),
+                             parallel::fnv1a(values.data(), static_cast<std::size_t>(values.numel()) * sizeof(float)),
                              what);
   }
 
@@ -612,20 +604,24 @@ class trainer {
   /// Collective: checks that the replicas agree, then rank 0 writes the checkpoint (atomically: a folder renamed
   /// into place) while the others wait, so that no rank runs ahead of a checkpoint that may still fail.
   void save(double epoch_pos) {
-    check_replicas("parameters at step " + std::to_string(step_));
+    const bool replicated = dp().size() > 1;
+    if (!replicated && !lead()) return;
+    // The parameters' host copy, made once for the replica check and the checkpoint.
+    const tensor<float, host> values = master_values();
+    if (replicated) check_replicas(values, "parameters at step " + std::to_string(step_));
     std::string failure;
     if (lead()) {
       try {
-        write_checkpoint(epoch_pos);
+        write_checkpoint(epoch_pos, values);
       } catch (const std::exception& e) {
         failure = e.what();
       }
     }
-    if (dp().active() && dp().size() > 1) parallel::agree_on_error(dp().control(), failure);
+    if (replicated) parallel::agree_on_error(dp().control(), failure);
     else if (!failure.empty()) throw loom::error(failure);
   }
 
-  void write_checkpoint(double epoch_pos) {
+  void write_checkpoint(double epoch_pos, const tensor<float, host>& values) {
     training_state st;
     st.meta = {{"step", step_},
                {"micro_step", micro_step_},
@@ -642,8 +638,7 @@ class trainer {
                {"options", o_.to_json()}};
     st.tensors.emplace_back("exp_avg", to<host>(optimizer_->exp_avg()));
     st.tensors.emplace_back("exp_avg_sq", to<host>(optimizer_->exp_avg_sq()));
-    save_checkpoint(model_, o_.output, step_, master_values(), run_.vocab, run_.tokenizer_config, st,
-                    o_.save_total_limit);
+    save_checkpoint(model_, o_.output, step_, values, run_.vocab, run_.tokenizer_config, st, o_.save_total_limit);
   }
 
   void restore(const resume_state& st) {

@@ -25,6 +25,24 @@ const std::filesystem::path fixtures =
     std::filesystem::path(std::getenv("LOOM_SOURCE_DIR") ? std::getenv("LOOM_SOURCE_DIR") : LOOM_SOURCE_DIR) /
     "tests/fixtures/bert";
 
+/// Rows [first, first + count) of row-major [rows, seq] token data, cut to `cut` tokens, as a batch on the test
+/// device (labels 0 when there are none).
+inline bert::batch<device> rows_batch(const std::vector<std::int32_t>& ids, const std::vector<std::int32_t>& types,
+                                      const std::vector<std::int32_t>& lengths,
+                                      const std::vector<std::int32_t>& labels, index_t seq, index_t first,
+                                      index_t count, index_t cut) {
+  tensor<std::int32_t> i({count, cut}), t({count, cut}), l({count}), y({count});
+  for (index_t r = 0; r < count; ++r) {
+    for (index_t s = 0; s < cut; ++s) {
+      i(r, s) = ids[(first + r) * seq + s];
+      t(r, s) = types[(first + r) * seq + s];
+    }
+    l(r) = lengths[first + r];
+    y(r) = labels.empty() ? 0 : labels[first + r];
+  }
+  return {to<device>(i), to<device>(t), to<device>(l), to<device>(y)};
+}
+
 struct reference {
   io::safetensors_file file;
   index_t rows = 0, seq = 0;
@@ -49,16 +67,7 @@ struct reference {
 
   /// Rows [first, first + count) cut to `seq` tokens, as a batch on the test device.
   bert::batch<device> batch(index_t first, index_t count, index_t cut) const {
-    tensor<std::int32_t> i({count, cut}), t({count, cut}), l({count}), y({count});
-    for (index_t r = 0; r < count; ++r) {
-      for (index_t s = 0; s < cut; ++s) {
-        i(r, s) = ids[(first + r) * seq + s];
-        t(r, s) = types[(first + r) * seq + s];
-      }
-      l(r) = lengths[first + r];
-      y(r) = labels.empty() ? 0 : labels[first + r];
-    }
-    return {to<device>(i), to<device>(t), to<device>(l), to<device>(y)};
+    return rows_batch(ids, types, lengths, labels, seq, first, count, cut);
   }
 };
 

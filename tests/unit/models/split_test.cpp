@@ -28,16 +28,7 @@ struct split_batch {
     }
   }
   bert::batch<device> slice(index_t first, index_t count) const {
-    tensor<std::int32_t> i({count, seq}), t({count, seq}), l({count}), y({count});
-    for (index_t r = 0; r < count; ++r) {
-      for (index_t s = 0; s < seq; ++s) {
-        i(r, s) = ids[(first + r) * seq + s];
-        t(r, s) = types[(first + r) * seq + s];
-      }
-      l(r) = lengths[first + r];
-      y(r) = labels[first + r];
-    }
-    return {to<device>(i), to<device>(t), to<device>(l), to<device>(y)};
+    return rows_batch(ids, types, lengths, labels, seq, first, count, seq);
   }
 };
 
