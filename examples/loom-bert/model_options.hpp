@@ -12,6 +12,7 @@
 
 #include <loom/io/tokenizer_options.hpp>
 #include <loom/parallel/agreement.hpp>
+#include <loom/train/options.hpp>
 #include "cli_checks.hpp"
 #include "runner.hpp"
 #include "standard_output.hpp"
@@ -54,9 +55,7 @@ struct model_options {
   /// The flags every rank of a --parallel dp run must share (compared at start-up: parallel::check_same_start);
   /// paths are made absolute, so ranks started in other folders with other spellings of one file agree.
   loom::parallel::fingerprint flags(const std::string& command) const {
-    const auto absolute = [](const std::string& p) {
-      return p == "-" || p.empty() ? p : std::filesystem::absolute(p).lexically_normal().string();
-    };
+    const auto absolute = [](const std::string& p) { return p == "-" ? p : loom::train::absolute_path(p); };
     return {{"command", command},
             {"--model", absolute(model_dir)},
             {"--input", absolute(input)},

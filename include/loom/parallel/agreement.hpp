@@ -32,9 +32,8 @@ inline std::vector<std::string> all_gather_strings(mpi_communicator& c, const st
   if (!mine.empty()) std::memcpy(packed.data(), mine.data(), mine.size());
   if (words > 0) c.all_gather(packed.data(), all.data(), words);
   std::vector<std::string> out(static_cast<std::size_t>(n));
-  for (int r = 0; r < n; ++r)
-    out[static_cast<std::size_t>(r)].assign(reinterpret_cast<const char*>(all.data() + words * static_cast<std::size_t>(r)),
-                                            static_cast<std::size_t>(lens[static_cast<std::size_t>(r)]));
+  for (std::size_t r = 0; r < out.size(); ++r)
+    out[r].assign(reinterpret_cast<const char*>(all.data() + words * r), static_cast<std::size_t>(lens[r]));
   return out;
 }
 

@@ -13,6 +13,12 @@
 
 namespace loom::train {
 
+/// `p` as an absolute, normalised path ("" stays ""): how flags are recorded and compared, so that other spellings
+/// of one file (relative to another folder, with dots) agree.
+inline std::string absolute_path(const std::string& p) {
+  return p.empty() ? p : std::filesystem::absolute(p).lexically_normal().string();
+}
+
 struct train_options {
   std::string model_dir;    ///< a HF checkpoint folder to fine-tune, or
   std::string config_file;  ///< a config.json to train from scratch (then `vocab` is required)
@@ -46,7 +52,7 @@ struct train_options {
   /// Data parallelism: "none" (one process) or "dp" (one rank per device under mpirun; `batch` is per rank).
   std::string parallel = "none";
   double bucket_mb = 25;        ///< gradient all-reduce bucket size
-  std::string reduce_dtype = "auto";  ///< 16-bit gradients summed across ranks in: auto (fp32 on >= 2 ranks), fp32, grad
+  std::string reduce_dtype = "auto";  ///< 16-bit gradients summed across ranks in: auto (fp32 on >= 2), fp32, grad
   double comm_timeout_s = 60;   ///< a collective that takes longer ends the run on every rank
   int world_size = 1;           ///< ranks of the run (set at start-up from the launcher, not a flag)
 
@@ -56,11 +62,9 @@ struct train_options {
 
   /// The flags as recorded in a checkpoint (paths absolute, so that --resume compares the files, not the spelling).
   nlohmann::json to_json() const {
-    const auto path = [](const std::string& p) {
-      return p.empty() ? p : std::filesystem::absolute(p).lexically_normal().string();
-    };
-    return {{"model", path(model_dir)}, {"config", path(config_file)}, {"train", path(train)}, {"dev", path(dev)},
-            {"dev_split", dev_split}, {"format", format}, {"lora_targets", lora_targets}, {"epochs", epochs},
+    return {{"model", absolute_path(model_dir)}, {"config", absolute_path(config_file)},
+            {"train", absolute_path(train)}, {"dev", absolute_path(dev)}, {"dev_split", dev_split},
+            {"format", format}, {"lora_targets", lora_targets}, {"epochs", epochs},
             {"batch_size", batch}, {"grad_accum", grad_accum}, {"lr", lr}, {"warmup_ratio", warmup_ratio},
             {"weight_decay", weight_decay}, {"max_grad_norm", max_grad_norm}, {"schedule", schedule},
             {"max_seq_len", max_seq_len}, {"precision", precision}, {"device", device}, {"seed", seed},

@@ -73,8 +73,8 @@ inline parallel::fingerprint run_fingerprint(const train_options& o, const std::
     std::replace(flag.begin(), flag.end(), '_', '-');
     f.emplace_back(flag, value.is_string() ? value.get<std::string>() : value.dump());
   }
-  f.emplace_back("--output", std::filesystem::absolute(o.output).lexically_normal().string());
-  f.emplace_back("--resume", o.resume.empty() ? "" : std::filesystem::absolute(o.resume).lexically_normal().string());
+  f.emplace_back("--output", absolute_path(o.output));
+  f.emplace_back("--resume", absolute_path(o.resume));
   for (const auto& p : files)
     if (!p.empty()) f.emplace_back(p.filename().string(), detail::file_digest(p));
   f.emplace_back("the training data", detail::data_digest(train));
