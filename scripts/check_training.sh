@@ -52,7 +52,7 @@ same_files() {
   for f in "$@"; do cmp -s "$a/$f" "$b/$f" || fail "$a/$f and $b/$f differ"; done
 }
 
-CHECKPOINT_FILES=(model.safetensors training_state.safetensors trainer_state.json config.json)
+CHECKPOINT_FILES=(model.safetensors optimizer-0-of-1.safetensors trainer_state.json config.json)
 
 check_resume_from_checkpoint() {
   local w=$1

@@ -4,6 +4,9 @@
 
     compare_safetensors.py A B [--rtol 1e-5] [--noise REGEX --noise-atol X]
 
+A and B may also be checkpoint folders: their optimizer state is then compared, its shard files (trainer_state.json's
+optimizer_shards, written by any world size and ZeRO stage) merged first into one tensor per state and parameter.
+
 Every tensor of A must be in B with the same dtype and shape, and max|a - b| <= rtol * max|a| (relative to the
 tensor's largest value, so a tensor near zero is not judged by its noise). Tensors whose name matches --noise are
 held to max|a - b| <= noise-atol instead: BERT's attention key bias has a gradient of exactly 0 in exact arithmetic
@@ -44,6 +47,35 @@ def load(path):
     return tensors
 
 
+def load_optimizer_state(folder):
+    """A checkpoint's optimizer shards merged: 'exp_avg/<param>/<first element>' pieces -> 'exp_avg/<param>'."""
+    with open(f"{folder}/trainer_state.json") as f:
+        shards = json.load(f)["optimizer_shards"]
+    pieces = {}
+    for name in shards:
+        for key, (dtype, _, values) in load(f"{folder}/{name}").items():
+            head, first = key.rsplit("/", 1)
+            pieces.setdefault(head, []).append((int(first), dtype, values))
+    merged = {}
+    for head, parts in pieces.items():
+        parts.sort(key=lambda p: p[0])
+        values, at = array.array(FORMATS[parts[0][1]]), 0
+        for first, _, v in parts:
+            if first != at:
+                raise SystemExit(f"{folder}: {head}: pieces do not fit together at element {at} "
+                                 f"(the next starts at {first})")
+            values.extend(v)
+            at += len(v)
+        merged[head] = (parts[0][1], [len(values)], values)
+    return merged
+
+
+def load_any(path):
+    import os
+
+    return load_optimizer_state(path) if os.path.isdir(path) else load(path)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("a")
@@ -52,7 +84,7 @@ def main():
     ap.add_argument("--noise", default=None, help="regex of tensors whose gradient is pure rounding noise")
     ap.add_argument("--noise-atol", type=float, default=0.0)
     args = ap.parse_args()
-    a, b = load(args.a), load(args.b)
+    a, b = load_any(args.a), load_any(args.b)
     bad, worst = [], (0.0, "")
     if set(a) != set(b):
         raise SystemExit(f"tensor names differ: only in A {sorted(set(a) - set(b))}, only in B {sorted(set(b) - set(a))}")

@@ -133,15 +133,16 @@ inline void register_bench(CLI::App& app) {
       ->check(sign_check(false));
   sub->add_option("--parallel", o->parallel,
                   "with --train: none, or dp (data parallel under mpirun: each rank times its own steps, the "
-                  "gradients reduced in buckets; one rank shows the cost of the machinery alone)")
-      ->capture_default_str()->check(CLI::IsMember({"none", "dp"}));
+                  "gradients reduced in buckets; one rank shows the cost of the machinery alone), or zero1 (ZeRO "
+                  "stage 1: gradients reduce-scattered, the optimizer state sharded, parameters all-gathered)")
+      ->capture_default_str()->check(CLI::IsMember({"none", "dp", "zero1"}));
   sub->add_option("--bucket-mb", o->bucket_mb, "with --parallel dp: gradient bucket size")->capture_default_str()
       ->check(sign_check(true));
   sub->add_option("--reduce-dtype", o->reduce_dtype,
                   "with --parallel dp: auto (16-bit gradients summed in fp32 on >= 2 ranks), fp32 (always) or grad")
       ->capture_default_str()->check(CLI::IsMember({"auto", "fp32", "grad"}));
   sub->callback([o] {
-    LOOM_CHECK(o->parallel == "none" || o->train, "--parallel dp times training steps: add --train");
+    LOOM_CHECK(o->parallel == "none" || o->train, "--parallel " + o->parallel + " times training steps: add --train");
     run_bench(*o);
   });
 }

@@ -20,7 +20,7 @@ struct info_options {
   std::string model_dir, config_file, precision = "bf16";
   std::int64_t batch = 32, seq = 0;  // seq 0: 128, or the model's max_position_embeddings if fewer
   std::string parallel = "none";
-  int ranks = 1;                      // with --parallel dp: the training plan is per rank
+  int ranks = 1;                      // with --parallel dp/zeroN: the training plan is per rank
 };
 
 inline void run_info(const info_options& o) {
@@ -34,8 +34,10 @@ inline void run_info(const info_options& o) {
                  std::to_string(cfg.max_position_embeddings));
   const int bytes = o.precision == "fp32" ? 4 : 2;
   // Planned before anything is printed: a shape whose plan is out of range fails without a partial report.
-  LOOM_CHECK(o.parallel == "dp" || o.ranks == 1, "--ranks needs --parallel dp");
-  const loom::bert::state_sharding sharding{0, o.ranks, true};
+  const bool per_rank = o.parallel != "none";
+  LOOM_CHECK(per_rank || o.ranks == 1, "--ranks needs --parallel dp or zero1");
+  const int stage = o.parallel.starts_with("zero") ? o.parallel[4] - '0' : 0;
+  const loom::bert::state_sharding sharding{stage, o.ranks, stage == 0};
   const loom::bert::memory_plan plans[2] = {loom::bert::plan_memory(cfg, o.batch, seq, bytes, false),
                                             loom::bert::plan_memory(cfg, o.batch, seq, bytes, true, true, false,
                                                                     sharding)};
@@ -49,9 +51,10 @@ inline void run_info(const info_options& o) {
               static_cast<long long>(cfg.max_position_embeddings), static_cast<long long>(cfg.num_labels()));
   std::printf("parameters     %lld (%.1f MiB in %s)\n", static_cast<long long>(loom::bert::parameter_count(cfg)),
               mib(loom::bert::parameter_count(cfg) * bytes), o.precision.c_str());
-  const std::string parallel = o.parallel == "dp"
-                                   ? "data parallel over " + std::to_string(o.ranks) + " rank(s), --batch per rank"
-                                   : std::string(parallel_policy::name);
+  const std::string parallel =
+      !per_rank ? std::string(parallel_policy::name)
+                : (stage ? "ZeRO stage " + std::to_string(stage) : std::string("data parallel")) + " over " +
+                      std::to_string(o.ranks) + " rank(s), --batch per rank";
   std::printf("policy         precision %s, parallel %s\n", o.precision.c_str(), parallel.c_str());
   const double f = loom::bert::forward_flops(cfg, seq);
   std::printf("FLOPs/sequence %.3f GFLOP forward, %.3f GFLOP training step (seq %lld)\n", f / 1e9, 3 * f / 1e9,
@@ -64,7 +67,7 @@ inline void run_info(const info_options& o) {
                 "activations %.1f MiB, %stotal %.1f MiB%s\n",
                 training ? "training" : "inference", static_cast<long long>(o.batch), static_cast<long long>(seq),
                 mib(m.parameters), mib(m.gradients), mib(m.optimizer), mib(m.activations), buckets, mib(m.total()),
-                training && o.parallel == "dp" ? " per rank" : "");
+                training && per_rank ? " per rank" : "");
   }
 }
 
@@ -79,9 +82,11 @@ inline void register_info(CLI::App& app) {
       ->check(sign_check(true));
   sub->add_option("--precision", o->precision, "fp32, bf16 or fp16")->capture_default_str()
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
-  sub->add_option("--parallel", o->parallel, "none, or dp: the training plan of one rank of a data-parallel run")
-      ->capture_default_str()->check(CLI::IsMember({"none", "dp"}));
-  sub->add_option("--ranks", o->ranks, "with --parallel dp: ranks of the run")->capture_default_str()
+  sub->add_option("--parallel", o->parallel,
+                  "none, or the training plan of one rank of a run with dp (data parallel) or zero1 (ZeRO stage 1: "
+                  "the optimizer state sharded over the ranks)")
+      ->capture_default_str()->check(CLI::IsMember({"none", "dp", "zero1"}));
+  sub->add_option("--ranks", o->ranks, "with --parallel: ranks of the run")->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   sub->callback([o] { run_info(*o); });
 }

@@ -55,7 +55,7 @@ inline loom::parallel::reduce_dtype reduce_dtype_named(const std::string& name) 
 }
 
 template <class Policy, class Device>
-Policy make_data_parallel(double bucket_mb, double timeout_s, const std::string& reduce = "auto") {
+Policy make_data_parallel(double bucket_mb, double timeout_s, const std::string& reduce = "auto", int stage = 0) {
   auto& w = loom::parallel::world();
   const auto opts = comm_options_for(timeout_s);
   loom::parallel::mpi_communicator control(w.comm(), opts);
@@ -67,6 +67,7 @@ Policy make_data_parallel(double bucket_mb, double timeout_s, const std::string&
   loom::parallel::data_parallel_options o;
   o.bucket_mb = bucket_mb;
   o.reduce = reduce_dtype_named(reduce);
+  o.stage = stage;
   return Policy(std::move(control), std::move(grads), o);
 }
 

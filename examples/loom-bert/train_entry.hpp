@@ -20,7 +20,7 @@ struct train_bench_options {
   bool recompute = false;
   int lora_r = 0;
   float max_grad_norm = 0;  ///< > 0: global-norm clipping in every step (hf_bert.py's step has none)
-  std::string parallel = "none";  ///< "dp": gradients reduced in buckets over the world (one rank: NCCL's cost alone)
+  std::string parallel = "none";  ///< "dp" or "zero1": over the world (one rank: the machinery's cost alone)
   double bucket_mb = 25;
   std::string reduce_dtype = "auto";
 };

@@ -23,8 +23,9 @@ template <class Precision, class Device>
 void run_training(loom::train::train_options o) {
   using trainer_t = loom::train::trainer<Precision, Device>;
   typename trainer_t::policy_t dp;
-  if (o.parallel == "dp")
-    dp = make_data_parallel<typename trainer_t::policy_t, Device>(o.bucket_mb, o.comm_timeout_s, o.reduce_dtype);
+  if (o.parallel != "none")
+    dp = make_data_parallel<typename trainer_t::policy_t, Device>(o.bucket_mb, o.comm_timeout_s, o.reduce_dtype,
+                                                                  o.zero_stage());
   o.world_size = dp.size();
   const bool lead = dp.rank() == 0;
   // Every rank reads and checks everything; rank 0 alone prepares --output. A refusal on any rank stops them all.
@@ -52,7 +53,10 @@ void run_training(loom::train::train_options o) {
     std::fprintf(stderr, "loom-bert train: %zu training rows, %zu dev rows, %zu labels, %s on %s%s\n",
                  run.train.size(), run.dev.size(), run.labels.size(), std::string(Precision::name).c_str(),
                  std::string(Device::name).c_str(),
-                 dp.active() ? (", data parallel over " + std::to_string(dp.size()) + " rank(s), " +
+                 dp.active() ? (", " + std::string(dp.stage() ? "ZeRO stage " + std::to_string(dp.stage()) +
+                                                                 " (optimizer state sharded)"
+                                                           : "data parallel") +
+                                " over " + std::to_string(dp.size()) + " rank(s), " +
                                 std::to_string(o.global_micro_batch() * static_cast<std::size_t>(o.grad_accum)) +
                                 " rows per step")
                                    .c_str()
@@ -71,7 +75,8 @@ void run_train_bench(const train_bench_options& o) {
   using policy_t = typename loom::train::trainer<Precision, Device>::policy_t;
   using model_t = loom::bert::model<Precision, policy_t, Device>;
   policy_t dp;
-  if (o.parallel == "dp") dp = make_data_parallel<policy_t, Device>(o.bucket_mb, 60, o.reduce_dtype);
+  if (o.parallel != "none")
+    dp = make_data_parallel<policy_t, Device>(o.bucket_mb, 60, o.reduce_dtype, o.parallel == "zero1" ? 1 : 0);
   model_t m(o.config, true, std::move(dp));
   loom::bert::init_weights(m, 1);
   m.set_recompute(o.recompute);
@@ -81,8 +86,9 @@ void run_train_bench(const train_bench_options& o) {
     lo.alpha = 2.0 * o.lora_r;
     m.enable_lora(lo, 1);
   }
-  loom::optim::adamw<Precision, Device> opt(m.params(), {}, loom::optim::hf_decay_ranges(m.params()));
-  m.parallel().attach(m.params());  // the bucket plan, once: the layout no longer changes
+  m.parallel().attach(m.params());  // the bucket plan (ZeRO: the shards), once: the layout no longer changes
+  loom::optim::adamw<Precision, Device> opt(m.params(), {}, loom::optim::hf_decay_ranges(m.params()),
+                                            m.parallel().optimizer_sharding());
   loom::tensor<std::int32_t> ids({o.batch, o.seq}), types({o.batch, o.seq}), lengths({o.batch}), labels({o.batch});
   for (loom::index_t i = 0; i < ids.numel(); ++i) {
     ids.data()[i] = bench_token_id(i, o.config.vocab_size);
@@ -102,6 +108,7 @@ void run_train_bench(const train_bench_options& o) {
     m.parallel().finish_gradients();
     if (o.max_grad_norm > 0) loom::optim::clip_grad_norm(opt, o.max_grad_norm);
     opt.step(2e-5);
+    m.parallel().finish_step();
     ++step;
   };
   auto sync = [] {

@@ -5,17 +5,22 @@
 #   equivalence  20 AdamW steps of the tiny_a fixture (fp32) on 1 process and on 2 and 4 ranks with the same global
 #                batch end with parameters equal within 1e-5 relative per tensor: dropout on and off, with and without
 #                accumulation, and with LoRA; 43 rows, so the last batch is short and one of 4 ranks has no row in it.
+#                Each with --parallel dp and zero1 (ZeRO stage 1: the optimizer state compared per parameter, as the
+#                shard files of 1, 2 and 4 ranks differ).
 #                A run with another seed must fail the same comparison (the check can fail).
-#   world1       --parallel dp without mpirun is a world of one: byte-identical to the plain run
+#   world1       --parallel dp and zero1 without mpirun are a world of one: byte-identical to the plain run
 #   resize       a run saved at 2 ranks resumes at 4 (same rows per micro-batch) and ends as the 2-rank run does
 #   preempt      SIGTERM to the ranks (what Slurm sends): every rank finishes its step, one checkpoint is written,
 #                exit status 75; --resume continues bit for bit (same final checkpoint as the uninterrupted run);
 #                --resume of the finished run says so with its figures and trains nothing
-#   kill         a rank killed with SIGKILL: the job ends non-zero within 60 s
+#   kill         a rank killed with SIGKILL: the job ends non-zero within 60 s (dp and zero1)
 #   hang         a rank that stops responding (SIGSTOP): the other ends within --comm-timeout + a few seconds, its one
-#                error line naming itself, the collective, the step and the rank that does not respond
+#                error line naming itself, the collective, the step and the rank that does not respond (dp and zero1)
 #   mismatch     ranks started with different flags (--seed) are refused before training: exit 2, one line naming the rank
 #                and the flag; no checkpoint is written
+#   reshard      a zero1 checkpoint of 4 ranks (4 optimizer shards) resumes at 2 ranks with zero1, at 2 with dp and in
+#                one process, each ending within 1e-5 of the uninterrupted 4-rank run; a checkpoint with a shard
+#                missing is refused on every rank, naming the file
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/mpi_case_env.sh" dp_cases "$@"
 
@@ -49,49 +54,89 @@ compare() {
 }
 
 case_equivalence() {
-  local model accum n
+  local model accum n mode
   for model in dropout no_dropout; do
     for accum in 1 2; do
       local tag=${model}_a$accum
       run_ok "$W/$tag.1.log" "$LOOM_BERT" $(common $model) --max-steps 20 --eval-every 20 --batch-size 8 \
         --grad-accum $accum --output "$W/$tag.1"
-      for n in 2 4; do
-        run_ok "$W/$tag.$n.log" "${MPIRUN[@]}" -np $n "$LOOM_BERT" $(common $model) --max-steps 20 --eval-every 20 \
-          --batch-size $((8 / n)) --grad-accum $accum --parallel dp --output "$W/$tag.$n"
-        compare "$W/$tag.1/checkpoint-20/model.safetensors" "$W/$tag.$n/checkpoint-20/model.safetensors" ||
-          fail "$model, --grad-accum $accum: $n ranks ended with other parameters than one process"
-        # The optimizer state too (exp_avg, exp_avg_sq): the runs are the same run, not merely close weights.
-        compare "$W/$tag.1/checkpoint-20/training_state.safetensors" \
-          "$W/$tag.$n/checkpoint-20/training_state.safetensors" ||
-          fail "$model, --grad-accum $accum: $n ranks ended with another optimizer state"
+      for mode in dp zero1; do
+        for n in 2 4; do
+          local out="$W/$tag.$mode.$n"
+          run_ok "$out.log" "${MPIRUN[@]}" -np $n "$LOOM_BERT" $(common $model) --max-steps 20 --eval-every 20 \
+            --batch-size $((8 / n)) --grad-accum $accum --parallel $mode --output "$out"
+          compare "$W/$tag.1/checkpoint-20/model.safetensors" "$out/checkpoint-20/model.safetensors" ||
+            fail "$model, --grad-accum $accum: $mode on $n ranks ended with other parameters than one process"
+          # The optimizer state too (exp_avg, exp_avg_sq, compared per parameter: zero1's shard files differ): the
+          # runs are the same run, not merely close weights.
+          compare "$W/$tag.1/checkpoint-20" "$out/checkpoint-20" ||
+            fail "$model, --grad-accum $accum: $mode on $n ranks ended with another optimizer state"
+        done
       done
+      [ -f "$W/$tag.zero1.4/checkpoint-20/optimizer-3-of-4.safetensors" ] ||
+        fail "zero1 at 4 ranks wrote no optimizer shard per rank: $(ls "$W/$tag.zero1.4/checkpoint-20")"
     done
   done
   # LoRA (adapters and the head trainable, the rest frozen: buckets of adapter spans only), dropout on.
   run_ok "$W/lora.1.log" "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 20 --batch-size 8 --lora-r 4 \
     --output "$W/lora.1"
-  run_ok "$W/lora.4.log" "${MPIRUN[@]}" -np 4 "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 20 \
-    --batch-size 2 --lora-r 4 --parallel dp --output "$W/lora.4"
-  compare "$W/lora.1/checkpoint-20/model.safetensors" "$W/lora.4/checkpoint-20/model.safetensors" ||
-    fail "LoRA: 4 ranks ended with other parameters than one process"
+  for mode in dp zero1; do
+    run_ok "$W/lora.$mode.log" "${MPIRUN[@]}" -np 4 "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 20 \
+      --batch-size 2 --lora-r 4 --parallel $mode --output "$W/lora.$mode"
+    compare "$W/lora.1/checkpoint-20/model.safetensors" "$W/lora.$mode/checkpoint-20/model.safetensors" ||
+      fail "LoRA: $mode on 4 ranks ended with other parameters than one process"
+  done
   # The comparison can fail: another seed (other shuffling and dropout) is far outside the tolerance.
   run_ok "$W/seed.log" "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 20 --batch-size 8 --seed 7 \
     --output "$W/seed"
   if compare "$W/dropout_a1.1/checkpoint-20/model.safetensors" "$W/seed/checkpoint-20/model.safetensors" >/dev/null
   then fail "a run with another seed passed the equivalence check: the check cannot fail"; fi
-  echo "dp_cases equivalence: 1 = 2 = 4 ranks (dropout on/off, accumulation 1/2, LoRA) within 1e-5; another seed differs"
+  echo "dp_cases equivalence: 1 = 2 = 4 ranks with dp and zero1 (dropout on/off, accumulation 1/2, clipping, LoRA)" \
+    "within 1e-5, optimizer state too; another seed differs"
+}
+
+case_reshard() {
+  run_ok "$W/z4.log" "${MPIRUN[@]}" -np 4 "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 10 --batch-size 2 \
+    --parallel zero1 --output "$W/z4"
+  [ -f "$W/z4/checkpoint-10/optimizer-3-of-4.safetensors" ] || fail "no 4-way sharded checkpoint-10"
+  local to
+  for to in "2 zero1" "2 dp" "1 none"; do
+    set -- $to
+    local n=$1 mode=$2 out="$W/from4_$1_$2" launch=()
+    [ "$n" = 1 ] || launch=("${MPIRUN[@]}" -np "$n")
+    run_ok "$out.log" "${launch[@]}" "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 10 \
+      --batch-size $((8 / n)) --parallel "$mode" --resume "$W/z4/checkpoint-10" --output "$out"
+    compare "$W/z4/checkpoint-20/model.safetensors" "$out/checkpoint-20/model.safetensors" ||
+      fail "saved by zero1 at 4 ranks, resumed by $mode at $n: other parameters at step 20"
+    compare "$W/z4/checkpoint-20" "$out/checkpoint-20" ||
+      fail "saved by zero1 at 4 ranks, resumed by $mode at $n: another optimizer state at step 20"
+  done
+  # A checkpoint that lost a shard is refused before training, on every rank, naming the file.
+  cp -r "$W/z4/checkpoint-10" "$W/torn"
+  rm "$W/torn/optimizer-2-of-4.safetensors"
+  local rc=0
+  "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 10 --batch-size 4 --parallel zero1 \
+    --resume "$W/torn" --output "$W/torn_out" 2>"$W/torn.log" >/dev/null || rc=$?
+  [ $rc != 0 ] || fail "a checkpoint without optimizer-2-of-4.safetensors was resumed"
+  grep -q "optimizer-2-of-4.safetensors" "$W/torn.log" ||
+    fail "the refusal does not name the shard: $(cat "$W/torn.log")"
+  echo "dp_cases reshard: zero1 at 4 ranks -> zero1 at 2, dp at 2, one process: within 1e-5 at step 20;" \
+    "a lost shard is refused"
 }
 
 case_world1() {
   run_ok "$W/plain.log" "$LOOM_BERT" $(common dropout) --max-steps 12 --eval-every 6 --batch-size 8 --grad-accum 2 \
     --output "$W/plain"
-  run_ok "$W/dp.log" "$LOOM_BERT" $(common dropout) --max-steps 12 --eval-every 6 --batch-size 8 --grad-accum 2 \
-    --parallel dp --output "$W/dp"
-  local f
-  for f in model.safetensors training_state.safetensors; do
-    cmp "$W/plain/checkpoint-12/$f" "$W/dp/checkpoint-12/$f" || fail "--parallel dp alone differs from the plain run: $f"
+  local mode f
+  for mode in dp zero1; do
+    run_ok "$W/$mode.log" "$LOOM_BERT" $(common dropout) --max-steps 12 --eval-every 6 --batch-size 8 --grad-accum 2 \
+      --parallel $mode --output "$W/$mode"
+    for f in model.safetensors optimizer-0-of-1.safetensors; do
+      cmp "$W/plain/checkpoint-12/$f" "$W/$mode/checkpoint-12/$f" ||
+        fail "--parallel $mode alone differs from the plain run: $f"
+    done
   done
-  echo "dp_cases world1: --parallel dp without mpirun is byte-identical to the plain run"
+  echo "dp_cases world1: --parallel dp and zero1 without mpirun are byte-identical to the plain run"
 }
 
 case_resize() {
@@ -135,11 +180,12 @@ wait_for_step() {
   fail "no step $2 in $1 after 60 s"
 }
 
-LONG=(--eval-every 1000 --batch-size 4 --parallel dp)
+LONG=(--eval-every 1000 --batch-size 4)
+P3000=("${LONG[@]}" --parallel dp --max-steps 3000)
 
 case_preempt() {
-  run_ok "$W/whole.log" "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${LONG[@]}" --max-steps 3000 --output "$W/whole"
-  "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${LONG[@]}" --max-steps 3000 --output "$W/cut" 2>"$W/cut.log" >/dev/null &
+  run_ok "$W/whole.log" "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${P3000[@]}" --output "$W/whole"
+  "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${P3000[@]}" --output "$W/cut" 2>"$W/cut.log" >/dev/null &
   local job=$! rc=0
   wait_for_step "$W/cut/metrics.jsonl" 5 $job
   kill -TERM $(pids_of_ranks $job)
@@ -151,27 +197,29 @@ case_preempt() {
   [ -n "$step" ] && [ "$step" -lt 3000 ] || fail "preempted after no step: $(cat "$W/cut.log")"
   [ "$(cat "$W/cut/latest")" = "checkpoint-$step" ] || fail "latest does not name checkpoint-$step"
   ! ls "$W/cut" | grep -q '^\.tmp' || fail "a temporary checkpoint was left behind"
-  run_ok "$W/resumed.log" "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${LONG[@]}" --max-steps 3000 --resume "$W/cut" \
+  run_ok "$W/resumed.log" "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${P3000[@]}" --resume "$W/cut" \
     --output "$W/cut"
   local f
-  for f in model.safetensors training_state.safetensors; do
+  for f in model.safetensors optimizer-0-of-1.safetensors; do
     cmp "$W/whole/checkpoint-3000/$f" "$W/cut/checkpoint-3000/$f" ||
       fail "preempted at step $step and resumed: $f differs from the uninterrupted run"
   done
   # --resume of the finished run: says so, with its figures, and trains nothing.
-  run_ok "$W/again.log" "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${LONG[@]}" --max-steps 3000 --resume "$W/cut" \
+  run_ok "$W/again.log" "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${P3000[@]}" --resume "$W/cut" \
     --output "$W/cut"
   grep -q "that run already finished" "$W/again.log" || fail "no 'already finished': $(cat "$W/again.log")"
   grep -q "accuracy" "$W/again.log" || fail "the finished run's figures are missing: $(cat "$W/again.log")"
   echo "dp_cases preempt: SIGTERM at step $step -> exit 75, checkpoint-$step; resumed run bit-identical at step 3000"
 }
 
-# signal_rank1 SIGNAL OUT [FLAGS...]: starts an endless 2-rank run into OUT, sends SIGNAL to rank 1 once step 3 is
-# logged, and waits for the job; sets RC (its exit status) and TOOK (seconds from the signal to its end).
+# signal_rank1 SIGNAL MODE OUT [FLAGS...]: starts an endless 2-rank run (--parallel MODE) into OUT, sends SIGNAL to
+# rank 1 once step 3 is logged, and waits for the job; sets RC (its exit status) and TOOK (seconds from the signal to
+# its end).
 signal_rank1() {
-  local sig=$1 out=$2
-  shift 2
-  "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${LONG[@]}" --max-steps 100000 --output "$out" "$@" \
+  local sig=$1 mode=$2 out=$3
+  shift 3
+  "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${LONG[@]}" --parallel "$mode" --max-steps 100000 \
+    --output "$out" "$@" \
     2>"$out.log" >/dev/null &
   local job=$! victim t0
   wait_for_step "$out/metrics.jsonl" 3 $job
@@ -185,18 +233,26 @@ signal_rank1() {
   [ $RC != 0 ] || fail "the job survived SIG$sig to rank 1 with exit 0"
 }
 
+# Both with dp (all-reduces) and zero1 (reduce-scatters and all-gathers).
 case_kill() {
-  signal_rank1 KILL "$W/k"
-  [ $TOOK -le 60 ] || fail "the job took $TOOK s to end after rank 1 was killed"
-  echo "dp_cases kill: rank 1 SIGKILLed -> the job ended with status $RC after $TOOK s"
+  local mode
+  for mode in dp zero1; do
+    signal_rank1 KILL $mode "$W/k.$mode"
+    [ $TOOK -le 60 ] || fail "$mode: the job took $TOOK s to end after rank 1 was killed"
+    echo "dp_cases kill: $mode: rank 1 SIGKILLed -> the job ended with status $RC after $TOOK s"
+  done
 }
 
 case_hang() {
-  signal_rank1 STOP "$W/h" --comm-timeout 5
-  [ $TOOK -le 30 ] || fail "the job took $TOOK s to end after rank 1 stopped (--comm-timeout 5)"
-  grep -Eq "^loom-bert: error: rank 0: .*step [0-9]+.*rank 1 does not respond" "$W/h.log" ||
-    fail "the error does not name rank 0, the step and rank 1: $(grep error "$W/h.log")"
-  echo "dp_cases hang: rank 1 stopped -> rank 0 ended after $TOOK s: $(grep -m1 'error: rank 0' "$W/h.log")"
+  local mode
+  for mode in dp zero1; do
+    signal_rank1 STOP $mode "$W/h.$mode" --comm-timeout 5
+    [ $TOOK -le 30 ] || fail "$mode: the job took $TOOK s to end after rank 1 stopped (--comm-timeout 5)"
+    grep -Eq "^loom-bert: error: rank 0: .*step [0-9]+.*rank 1 does not respond" "$W/h.$mode.log" ||
+      fail "$mode: the error does not name rank 0, the step and rank 1: $(grep error "$W/h.$mode.log")"
+    echo "dp_cases hang: $mode: rank 1 stopped -> rank 0 ended after $TOOK s:" \
+      "$(grep -m1 'error: rank 0' "$W/h.$mode.log")"
+  done
 }
 
 case_mismatch() {

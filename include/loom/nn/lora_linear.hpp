@@ -68,7 +68,7 @@ class lora_linear {
   void init_adapters(const param_store<T, Device>& store, std::uint64_t seed) const {
     for (index_t i = 0; i < base_.blocks(); ++i)
       if (adapted(i))
-        lora_init(w_[i], seed, static_cast<std::uint64_t>(store.info(lora_name(i, 'A')).offset));
+        lora_init(w_[i], seed, static_cast<std::uint64_t>(store.seed_offset(lora_name(i, 'A'))));
   }
   /// W += scale B A for every adapter, then forgets them (the caller truncates the store).
   void merge_adapters() {

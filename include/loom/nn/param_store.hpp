@@ -50,6 +50,13 @@ class param_store {
     LOOM_CHECK(meta.split_dim >= parallel::no_split_dim && meta.split_dim < static_cast<int>(extents.rank()),
                "param_store: parameter '" + name + "' cannot be split along dimension " +
                    std::to_string(meta.split_dim) + " of " + extents.str());
+    if (!params_.empty() && params_.back().unit != meta.unit) {
+      // A unit's parameters are registered together: its span is one range of the buffer (what ZeRO shards).
+      for (const auto& p : params_)
+        LOOM_CHECK(p.unit != meta.unit, "param_store: parameter '" + name + "' of " + meta.unit.str() +
+                                            " registered after parameters of another unit");
+      size_ = unit_end(params_.size() - 1);
+    }
     if (!meta.packed) size_ = (size_ + align - 1) / align * align;
     ++version_;
     params_.push_back({name, extents, size_, true, meta.unit, meta.split_dim});
@@ -62,7 +69,7 @@ class param_store {
   /// were added since), its contents are copied into the front of the new one. The gradient buffer is dropped
   /// (allocate_grads makes a new one). Views taken before (get, fused) keep pointing at the old buffer.
   void allocate() {
-    const index_t n = (size_ + align - 1) / align * align;
+    const index_t n = padded_size();
     if (values_.numel() == n) return;
     tensor<T, Device> grown({n});
     const index_t keep = std::min(values_.numel(), n);
@@ -91,7 +98,7 @@ class param_store {
     size_ = count ? params_[count - 1].offset + params_[count - 1].numel() : 0;
     params_.resize(count);
     if (!allocated()) return;
-    const index_t n = (size_ + align - 1) / align * align;
+    const index_t n = padded_size();
     tensor<T, Device> shrunk({n});
     if (n > 0) assign(shrunk, values_.slice(0, 0, n));
     values_ = shrunk;
@@ -129,6 +136,47 @@ class param_store {
       if (std::find(out.begin(), out.end(), p.unit) == out.end()) out.push_back(p.unit);
     return out;
   }
+  /// Pads every unit's span to a multiple of `elements` (a multiple of `align`): a sharding policy over N ranks
+  /// asks for N x align, so that each unit divides into N equal aligned shards. Set before registering anything.
+  void set_unit_multiple(index_t elements) {
+    LOOM_CHECK(params_.empty(), "param_store: set_unit_multiple before registering parameters");
+    LOOM_CHECK(elements >= align && elements % align == 0,
+               "param_store: the unit multiple must be a positive multiple of " + std::to_string(align));
+    unit_multiple_ = elements;
+  }
+  index_t unit_multiple() const { return unit_multiple_; }
+  /// A unit's range of the buffer: from its first parameter to the end of its padding.
+  struct unit_span {
+    parallel::unit unit;
+    index_t begin = 0, end = 0;
+  };
+  /// Every unit's span, in buffer order (ends padded to the unit multiple; spans do not overlap).
+  std::vector<unit_span> unit_spans() const {
+    std::vector<unit_span> out;
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      if (i > 0 && params_[i].unit == params_[i - 1].unit) continue;
+      std::size_t last = i;
+      while (last + 1 < params_.size() && params_[last + 1].unit == params_[i].unit) ++last;
+      out.push_back({params_[i].unit, params_[i].offset, unit_end(last)});
+    }
+    return out;
+  }
+
+  /// The offset `name` has in the layout without unit padding (what a world of one uses): random initialisation
+  /// is keyed by it, so a model draws the same weights whatever the number of ranks its units are padded for.
+  index_t seed_offset(const std::string& name) const {
+    const std::size_t k = find(name);
+    index_t at = 0;
+    for (std::size_t i = 0; i <= k; ++i) {
+      // Packed parameters follow their predecessor directly, in either layout.
+      const bool packed = i > 0 && params_[i].offset == params_[i - 1].offset + params_[i - 1].numel() &&
+                          params_[i].unit == params_[i - 1].unit;
+      if (i > 0) at += params_[i - 1].numel();
+      if (!packed) at = (at + align - 1) / align * align;
+    }
+    return at;
+  }
+
   /// Number of trainable elements.
   index_t trainable_size() const {
     index_t n = 0;
@@ -159,6 +207,20 @@ class param_store {
   }
 
  private:
+  // The end of the unit whose last parameter is params_[last]: its first parameter's offset plus its length rounded
+  // up to the unit multiple.
+  index_t unit_end(std::size_t last) const {
+    std::size_t first = last;
+    while (first > 0 && params_[first - 1].unit == params_[last].unit) --first;
+    const index_t b = params_[first].offset, len = params_[last].offset + params_[last].numel() - b;
+    return b + (len + unit_multiple_ - 1) / unit_multiple_ * unit_multiple_;
+  }
+  // Elements of the buffer: the last unit padded, then the whole rounded to the alignment.
+  index_t padded_size() const {
+    const index_t end = params_.empty() ? size_ : std::max(size_, unit_end(params_.size() - 1));
+    return (end + align - 1) / align * align;
+  }
+
   // The trainable parameters that `select` picks, in buffer order, adjacent ones merged.
   template <class Select>
   std::vector<std::pair<index_t, index_t>> merged_ranges(Select select) const {
@@ -183,6 +245,7 @@ class param_store {
   std::vector<param_info> params_;
   std::map<std::string, std::size_t> index_;
   index_t size_ = 0;
+  index_t unit_multiple_ = align;
   std::uint64_t version_ = 0;
   tensor<T, Device> values_, grads_;
 };

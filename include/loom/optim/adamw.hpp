@@ -82,9 +82,11 @@ class adamw : public flat_optimizer<Precision, Device> {
  public:
   /// Weight decay on `decay` ranges only (e.g. hf_decay_ranges(store)); construct after the weights are loaded
   /// (or call reload_master()). The store's gradient buffer is allocated here if it is not yet.
+  /// `shard`: under a sharding policy (ZeRO), the part of the state this rank keeps (the policy's
+  /// optimizer_sharding()); the moments then hold this rank's pieces only.
   adamw(nn::param_store<typename base::param_t, Device>& store, const adamw_options& o,
-        const std::vector<flat_range>& decay)
-      : base(store, decay, o.chunk_elements), options_(o) {
+        const std::vector<flat_range>& decay, state_sharding shard = {})
+      : base(store, decay, o.chunk_elements, std::move(shard)), options_(o) {
     LOOM_CHECK(o.beta1 >= 0 && o.beta1 < 1, "adamw: beta1 must be in [0, 1), got " + std::to_string(o.beta1));
     LOOM_CHECK(o.beta2 >= 0 && o.beta2 < 1, "adamw: beta2 must be in [0, 1), got " + std::to_string(o.beta2));
     LOOM_CHECK(o.eps >= 0, "adamw: eps must be >= 0, got " + std::to_string(o.eps));
@@ -101,7 +103,8 @@ class adamw : public flat_optimizer<Precision, Device> {
   void step(double lr) { this->template run_step<detail::adamw_rule, 2>(detail::adamw_rule(options_), {&exp_avg_, &exp_avg_sq_}, lr); }
 
   const adamw_options& options() const { return options_; }
-  /// First and second moments (fp32, the parameters' layout): torch's state["exp_avg"], state["exp_avg_sq"].
+  /// First and second moments (fp32, the parameters' layout or this rank's pieces): torch's state["exp_avg"],
+  /// state["exp_avg_sq"].
   const tensor<float, Device>& exp_avg() const { return exp_avg_; }
   const tensor<float, Device>& exp_avg_sq() const { return exp_avg_sq_; }
 

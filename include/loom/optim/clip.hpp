@@ -44,7 +44,7 @@ tensor<float, D> clip_grad_norm_(const tensor<G, D>& grads, float max_norm) {
   constexpr index_t piece = index_t{1} << 15;
   std::vector<detail::chunk> chunks;
   for (index_t b = 0; b < grads.numel(); b += piece)
-    chunks.push_back({b, static_cast<std::int32_t>(std::min(piece, grads.numel() - b)), 0});
+    chunks.push_back({b, static_cast<std::int32_t>(std::min(piece, grads.numel() - b)), 0, b});
   tensor<std::uint8_t, D> scalars({static_cast<index_t>(sizeof(detail::step_scalars))});
   auto* s = reinterpret_cast<detail::step_scalars*>(scalars.data());
   const detail::inspect_request r{nullptr, nullptr, max_norm, true};

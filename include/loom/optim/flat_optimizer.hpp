@@ -19,6 +19,7 @@
 #include "../tensor/copy.hpp"
 #include "../tensor/expr.hpp"
 #include "detail/flat_step.hpp"
+#include "state_sharding.hpp"
 
 #if LOOM_CUDA_COMPILER
 #include "detail/flat_step.cuh"  // defines: detail::cuda_inspect, detail::cuda_flat_step
@@ -125,18 +126,30 @@ class flat_optimizer {
     s.steps = n;
     write_scalars(s);
   }
-  /// fp32 master weights (same layout as the parameter buffer); empty when Precision has none.
+  /// fp32 master weights (the parameters' layout, or this rank's packed pieces when sharded: see sharding()); empty
+  /// when Precision has none.
   const tensor<float, Device>& master() const { return master_; }
   /// Copies the model's parameters into the master weights (after loading a checkpoint into the model).
   void reload_master() {
-    if constexpr (has_master) master_ = cast<float>(params_);
+    if constexpr (has_master) {
+      if (!shard_.sharded()) {
+        master_ = cast<float>(params_);
+        return;
+      }
+      for (const detail::state_piece& p : shard_.pieces)
+        assign(master_.slice(0, p.state, p.state + (p.end - p.begin)), cast<float>(params_.slice(0, p.begin, p.end)));
+    }
   }
+  /// Where this rank's state lives (empty: unsharded, the state has the parameters' layout).
+  const state_sharding& sharding() const { return shard_; }
   /// The work list: one entry per (at most chunk_elements) piece of trainable, equally decayed elements.
   const std::vector<detail::chunk>& chunks() const { return chunks_; }
 
  protected:
-  flat_optimizer(nn::param_store<param_t, Device>& store, const std::vector<flat_range>& decay, index_t chunk_elements)
-      : params_(store.flat()), store_(&store) {
+  /// `shard`: this rank's part of the state under a sharding policy (ZeRO); default: all of it.
+  flat_optimizer(nn::param_store<param_t, Device>& store, const std::vector<flat_range>& decay, index_t chunk_elements,
+                 state_sharding shard = {})
+      : params_(store.flat()), store_(&store), shard_(std::move(shard)) {
     LOOM_CHECK(store.allocated(), "optimizer: allocate the param_store (and load its weights) first");
     store.allocate_grads();
     grads_ = store.flat_grads();
@@ -147,13 +160,21 @@ class flat_optimizer {
       LOOM_CHECK(d.end <= store.size(), "optimizer: decay range [" + std::to_string(d.begin) + ", " +
                                             std::to_string(d.end) + ") past the parameters' end " +
                                             std::to_string(store.size()));
-    chunks_ = detail::make_chunks(trainable, decay, chunk_elements);
+    if (shard_.sharded()) {
+      for (const detail::state_piece& p : shard_.pieces)
+        LOOM_CHECK(p.begin >= 0 && p.begin <= p.end && p.end <= params_.numel() && p.state >= 0 &&
+                       p.state + (p.end - p.begin) <= shard_.local_size,
+                   "optimizer: a state piece lies outside the parameter or state buffers");
+      chunks_ = detail::make_sharded_chunks(trainable, decay, chunk_elements, shard_.pieces);
+    } else {
+      chunks_ = detail::make_chunks(trainable, decay, chunk_elements);
+    }
     LOOM_CHECK(chunks_.size() < (1u << 31), "optimizer: too many chunks; raise chunk_elements");
     // The vector paths need 16-byte aligned bases (element i aligned to 4 is then aligned in every buffer).
     LOOM_CHECK(reinterpret_cast<std::uintptr_t>(params_.data()) % 16 == 0 &&
                    reinterpret_cast<std::uintptr_t>(grads_.data()) % 16 == 0,
                "optimizer: parameter and gradient buffers must be 16-byte aligned");
-    const index_t n = params_.numel();
+    const index_t n = shard_.sharded() ? shard_.local_size : params_.numel();
     if constexpr (has_master) {
       master_ = tensor<float, Device>({n});
       reload_master();
@@ -168,9 +189,9 @@ class flat_optimizer {
   }
   ~flat_optimizer() = default;
 
-  /// A zero-initialised fp32 buffer with the parameters' layout (optimizer state).
+  /// A zero-initialised fp32 state buffer (the parameters' layout, or this rank's pieces when sharded).
   tensor<float, Device> zeros_like_params() const {
-    tensor<float, Device> t({params_.numel()});
+    tensor<float, Device> t({shard_.sharded() ? shard_.local_size : params_.numel()});
     t = 0.0f;
     return t;
   }
@@ -208,12 +229,13 @@ class flat_optimizer {
   void inspect(detail::inspect_request r) {
     check_layout();
     if constexpr (std::is_same_v<Device, host>) {
-      const double sumsq = r.reduce ? detail::host_sum_squares(grads_.data(), chunks_) : scalars_ptr()->sumsq;
+      double sumsq = r.reduce ? detail::host_sum_squares(grads_.data(), chunks_) : scalars_ptr()->sumsq;
+      if (r.reduce && shard_.sum_squares) shard_.sum_squares(&sumsq);
       detail::finalize_inspection(*scalars_ptr(), sumsq, r);
     } else {
 #if LOOM_CUDA_COMPILER
       detail::cuda_inspect(grads_.data(), chunk_ptr(), static_cast<index_t>(chunks_.size()), partials_.data(),
-                           scalars_ptr(), r);
+                           scalars_ptr(), r, &shard_.sum_squares);
 #else
       static_assert(!std::is_same_v<Device, Device>, "loom: optimizers on CUDA need an nvcc-compiled translation unit");
 #endif
@@ -241,6 +263,7 @@ class flat_optimizer {
 
  private:
   const nn::param_store<param_t, Device>* store_;  // must outlive the optimizer (the model owns it)
+  state_sharding shard_;
   std::uint64_t version_ = 0;
   std::vector<detail::chunk> chunks_;
   tensor<std::uint8_t, Device> chunk_table_, scalars_;

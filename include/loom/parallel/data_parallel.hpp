@@ -14,10 +14,13 @@
 #include <vector>
 
 #include "../nn/param_store.hpp"
+#include "../optim/state_sharding.hpp"
 #include "../tensor/assign.hpp"
+#include "../tensor/copy.hpp"
 #include "bucket_plan.hpp"
 #include "mpi_communicator.hpp"
 #include "policy.hpp"
+#include "shard_map.hpp"
 #if LOOM_HAS_CUDA_RUNTIME && defined(LOOM_WITH_NCCL)
 #include "nccl_communicator.hpp"
 #endif
@@ -46,6 +49,9 @@ enum class reduce_dtype {
 struct data_parallel_options {
   double bucket_mb = 25;  ///< gradient bytes per bucket (as reduced: fp32 for widened 16-bit gradients)
   reduce_dtype reduce = reduce_dtype::automatic;
+  /// ZeRO stage: 0 plain data parallelism (everything replicated); 1 the optimizer state sharded (each rank steps
+  /// its shard of every unit: gradients reduce-scattered, updated parameters all-gathered).
+  int stage = 0;
 };
 
 /// The data-parallel policy of bert::model<Precision, data_parallel<G, Device>, Device> (G: the gradient type).
@@ -77,9 +83,18 @@ class data_parallel {
         grads_(std::make_unique<grad_comm_t>(std::move(grads))),
         o_(o) {
     LOOM_CHECK(o_.bucket_mb > 0, "--bucket-mb must be positive");
+    LOOM_CHECK(o_.stage >= 0 && o_.stage <= 1, "data_parallel: ZeRO stage " + std::to_string(o_.stage) +
+                                                   " is not one of 0 (data parallel) and 1");
+    // ZeRO reduces in the gradients' type, as DeepSpeed and FSDP do by default (and as a world of one does here).
+    LOOM_CHECK(o_.stage == 0 || !widen || o_.reduce != reduce_dtype::fp32,
+               "--reduce-dtype fp32 is data parallel's (--parallel dp); ZeRO reduces 16-bit gradients in their type");
   }
 
   bool active() const { return control_ != nullptr; }
+  /// The ZeRO stage (0: plain data parallelism; always 0 when inactive).
+  int stage() const { return active() ? o_.stage : 0; }
+  /// The ranks each unit is divided over (the model pads its units for them: param_store::set_unit_multiple).
+  int shard_ranks() const { return stage() > 0 ? size() : 1; }
   int rank() const { return active() ? control_->rank() : 0; }
   int size() const { return active() ? control_->size() : 1; }
   /// Host-side collectives of the run (loss and metric sums, stop flags, start-up checks).
@@ -110,9 +125,23 @@ class data_parallel {
     store.allocate_grads();
     if (attached_version_ == store.version() && flat_.data() == store.flat_grads().data()) return;
     flat_ = store.flat_grads();
+    params_ = store.flat();
     int layers = 0;
     for (const unit& u : store.units())
       if (u.kind == unit_kind::layer || u.kind == unit_kind::adapter) layers = std::max(layers, u.index + 1);
+    if (stage() > 0) {
+      map_ = shard_map(store.unit_spans(), size(), rank(), nn::param_store<G, Device>::align);
+      unit_launched_.assign(map_.units().size(), false);
+      unit_trainable_.clear();
+      for (const unit_shard& u : map_.units()) unit_trainable_.push_back(!store.unit_ranges(u.unit).empty());
+      // Every rank issues the reduce-scatters in backward order, also a rank that ran no backward in a step.
+      backward_units_.clear();
+      for (const unit& u : backward_order(layers))
+        if (map_.find(u)) backward_units_.push_back(unit_index(u));
+      attached_version_ = store.version();
+      reset();
+      return;
+    }
     std::vector<unit_ranges> order;
     for (const unit& u : backward_order(layers)) order.push_back({u, store.unit_ranges(u)});
     const bool widened = widen && (o_.reduce == reduce_dtype::fp32 ||
@@ -139,8 +168,12 @@ class data_parallel {
   void before_forward(const unit&) {}
   void before_backward(const unit&) {}
   void after_use(const unit&) {}
-  void grads_ready(const unit& u, const ranges&) {
+  void grads_ready(const unit& u, const ranges& r) {
     if (!active() || !sync_) return;
+    if (stage() > 0) {
+      if (!r.empty()) scatter_unit(unit_index(u));
+      return;
+    }
     for (const auto& [bu, b] : bucket_of_) {
       if (bu != u) continue;
       if (--pending_[b] == 0) launch(b);
@@ -153,6 +186,13 @@ class data_parallel {
   /// gradient buffer holds the sum over ranks on every rank.
   void finish_gradients() {
     if (!active()) return;
+    if (stage() > 0) {
+      for (std::size_t k : backward_units_)
+        if (unit_trainable_[k] && !unit_launched_[k]) scatter_unit(k);
+      grads_->compute_waits();
+      reset();
+      return;
+    }
     for (std::size_t b = 0; b < buckets_.size(); ++b)
       if (!launched_[b]) launch(b);
     grads_->compute_waits();
@@ -166,6 +206,63 @@ class data_parallel {
       }
     }
     reset();
+  }
+
+  /// ZeRO: after the optimizer stepped this rank's shards, all-gathers every trainable unit's updated parameters
+  /// (in place) so that every rank holds the whole model again. Nothing for plain data parallelism.
+  void finish_step() {
+    if (stage() == 0) return;
+    grads_->order_after_compute();
+    for (std::size_t k = 0; k < map_.units().size(); ++k) {
+      if (!unit_trainable_[k]) continue;
+      const unit_shard& u = map_.units()[k];
+      G* p = params_.data() + u.begin;
+      grads_->all_gather(p + u.per_rank * rank(), p, static_cast<std::size_t>(u.per_rank));
+    }
+    grads_->compute_waits();
+  }
+
+  /// The part of the optimizer state this rank keeps (ZeRO): its shard of every unit, packed in unit order, and the
+  /// all-reduce that makes the gradient norm the whole model's. Empty (the whole state) for data parallelism.
+  /// Call after attach().
+  optim::state_sharding optimizer_sharding() {
+    optim::state_sharding s;
+    if (stage() == 0) return s;
+    for (const unit_shard& u : map_.units())
+      s.pieces.push_back({u.shard_begin(rank()), u.shard_begin(rank()) + u.per_rank, u.local});
+    s.local_size = map_.local_size();
+    s.sum_squares = [this](double* x) {
+      grads_->order_after_compute();
+      grads_->all_reduce(x, x, 1, reduce_op::sum);
+      grads_->compute_waits();
+    };
+    return s;
+  }
+  const shard_map& shards() const { return map_; }
+
+  /// Collective (ZeRO): a sharded fp32 state buffer (this rank's packed pieces, see optimizer_sharding) gathered
+  /// into the flat layout on every rank's host.
+  tensor<float, host> gather_state(const tensor<float, Device>& local) {
+    LOOM_CHECK(stage() > 0 && local.numel() == map_.local_size(), "gather_state: not a ZeRO shard of this model");
+    const tensor<float, host> mine = to<host>(local);
+    const index_t n = map_.local_size();
+    tensor<float, host> all({n * size()});
+    control_->all_gather(mine.data(), all.data(), static_cast<std::size_t>(n));
+    tensor<float, host> flat({params_.numel()});
+    assign(flat, 0.0);
+    for (const unit_shard& u : map_.units())
+      for (int r = 0; r < size(); ++r)
+        std::copy_n(all.data() + r * n + u.local, u.per_rank, flat.data() + u.shard_begin(r));
+    return flat;
+  }
+  /// The inverse: this rank's pieces of a flat-layout host buffer into its packed shard.
+  void scatter_state(const tensor<float, host>& flat, const tensor<float, Device>& local) {
+    LOOM_CHECK(stage() > 0 && local.numel() == map_.local_size() && flat.numel() == params_.numel(),
+               "scatter_state: not a ZeRO shard of this model");
+    tensor<float, host> mine({map_.local_size()});
+    for (const unit_shard& u : map_.units())
+      std::copy_n(flat.data() + u.shard_begin(rank()), u.per_rank, mine.data() + u.local);
+    copy(local, mine);
   }
 
   /// Copies rank `root`'s values of `t` to every rank (parameters at start, optimizer state on resume).
@@ -185,7 +282,22 @@ class data_parallel {
   void all_reduce_sum(const tensor<T, D>&) {}
 
  private:
+  std::size_t unit_index(const unit& u) const {
+    for (std::size_t k = 0; k < map_.units().size(); ++k)
+      if (map_.units()[k].unit == u) return k;
+    throw loom::error("data_parallel: " + u.str() + " has no parameters in the attached store");
+  }
+  // Reduce-scatters unit k's gradients in place: this rank's shard of the span holds their sum over the ranks.
+  void scatter_unit(std::size_t k) {
+    unit_launched_[k] = true;
+    const unit_shard& u = map_.units()[k];
+    G* g = flat_.data() + u.begin;
+    grads_->order_after_compute();
+    grads_->reduce_scatter(g, g + u.per_rank * rank(), static_cast<std::size_t>(u.per_rank), reduce_op::sum);
+  }
+
   void reset() {
+    std::fill(unit_launched_.begin(), unit_launched_.end(), false);
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
       pending_[b] = static_cast<int>(buckets_[b].units.size());
       launched_[b] = false;
@@ -219,7 +331,10 @@ class data_parallel {
   std::unique_ptr<grad_comm_t> grads_;
   data_parallel_options o_;
   std::uint64_t attached_version_ = ~std::uint64_t{0};
-  tensor<G, Device> flat_;
+  tensor<G, Device> flat_, params_;
+  shard_map map_;
+  std::vector<bool> unit_launched_, unit_trainable_;
+  std::vector<std::size_t> backward_units_;  // map_'s units in the order backward finishes them
   std::vector<bucket> buckets_;
   std::vector<std::pair<unit, std::size_t>> bucket_of_;
   std::vector<int> pending_;

@@ -59,4 +59,12 @@ concept policy = requires(P& p, const unit& u, const ranges& r, const tensor<flo
 
 static_assert(policy<single>);
 
+/// The ranks a policy divides each unit's parameters over (ZeRO: the model pads its units to divide evenly); 1 for
+/// policies that shard nothing.
+template <class P>
+int shard_ranks(const P& p) {
+  if constexpr (requires { { p.shard_ranks() } -> std::convertible_to<int>; }) return p.shard_ranks();
+  else return 1;
+}
+
 }  // namespace loom::parallel

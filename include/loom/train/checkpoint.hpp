@@ -90,34 +90,39 @@ void save_pretrained_into(const Model& m, const fs::path& dir, const tensor<floa
 }
 
 /// The training state that --resume restores, beside the model.
-struct training_state {
-  nlohmann::json meta;  ///< step, epoch, batch in epoch, seed, scheduler/scaler state, best metric, ...
-  std::vector<std::pair<std::string, tensor<float, host>>> tensors;  ///< optimizer moments, master weights
-};
-
-/// The folder name of the checkpoint of `step`.
 inline std::string checkpoint_name(std::int64_t step) { return "checkpoint-" + std::to_string(step); }
 
-/// Saves a complete checkpoint as `out/checkpoint-<step>` and points `out/latest` at it. Keeps the newest
-/// `keep` checkpoints (0: all). Throws naming the path on any failure; the previous checkpoint stays usable.
-template <class Model>
-fs::path save_checkpoint(const Model& m, const fs::path& out, std::int64_t step, const tensor<float, host>& values,
-                         const fs::path& vocab, const io::bert_tokenizer_config& tokenizer, const training_state& state,
-                         int keep = 2) {
-  const std::string name = checkpoint_name(step);
-  const fs::path final_dir = out / name;
-  const fs::path tmp = out / (".tmp-" + name + "-" + std::to_string(::getpid()));
+/// Starts checkpoint `step` under --output `out`: an empty temporary folder that the writers fill (the model and
+/// trainer state from rank 0, an optimizer shard from every rank) and commit_checkpoint moves into place, so a
+/// checkpoint is complete or absent, never half written. Returns the temporary folder.
+inline fs::path begin_checkpoint(const fs::path& out, std::int64_t step) {
+  const fs::path tmp = out / (".tmp-" + checkpoint_name(step) + "-" + std::to_string(::getpid()));
   detail::fs_call("cannot create " + out.string(), [&](std::error_code& ec) { fs::create_directories(out, ec); });
   detail::fs_call("cannot clear " + tmp.string(), [&](std::error_code& ec) { fs::remove_all(tmp, ec); });
   detail::fs_call("cannot create " + tmp.string(), [&](std::error_code& ec) { fs::create_directory(tmp, ec); });
+  return tmp;
+}
+
+/// Drops a checkpoint that some writer failed to complete.
+inline void abandon_checkpoint(const fs::path& tmp) {
+  std::error_code ignored;
+  fs::remove_all(tmp, ignored);
+}
+
+/// Writes the model (HF format, fp32 `values` in the flat layout) and `meta` (trainer_state.json) into `tmp`, syncs
+/// it and renames it to checkpoint-<step>, points `latest` at it and keeps the newest `keep` checkpoints. Every
+/// other file of the checkpoint (the optimizer shards) must be in `tmp` already. On failure `tmp` is removed.
+template <class Model>
+fs::path commit_checkpoint(const Model& m, const fs::path& out, std::int64_t step, const fs::path& tmp,
+                           const tensor<float, host>& values, const fs::path& vocab,
+                           const io::bert_tokenizer_config& tokenizer, const nlohmann::json& meta, int keep = 2) {
+  const std::string name = checkpoint_name(step);
+  const fs::path final_dir = out / name;
   try {
     save_pretrained_into(m, tmp, values, vocab, tokenizer, /*include_adapters=*/true);
-    io::safetensors_writer w;
-    for (const auto& [key, t] : state.tensors)
-      w.add<float>(key, {static_cast<std::uint64_t>(t.numel())},
-                   std::span<const float>(t.data(), static_cast<std::size_t>(t.numel())));
-    w.write(tmp / "training_state.safetensors");
-    io::write_file_atomically(tmp / "trainer_state.json", std::string_view(state.meta.dump(2) + "\n"));
+    io::write_file_atomically(tmp / "trainer_state.json", std::string_view(meta.dump(2) + "\n"));
+    for (const auto& e : fs::directory_iterator(tmp))
+      if (e.is_regular_file()) detail::fsync_path(e.path());
     detail::fsync_path(tmp);
     if (fs::exists(final_dir))
       detail::fs_call("cannot replace " + final_dir.string(),
@@ -126,8 +131,7 @@ fs::path save_checkpoint(const Model& m, const fs::path& out, std::int64_t step,
                     [&](std::error_code& ec) { fs::rename(tmp, final_dir, ec); });
     detail::fsync_path(out);
   } catch (...) {
-    std::error_code ignored;
-    fs::remove_all(tmp, ignored);
+    abandon_checkpoint(tmp);
     throw;
   }
   io::write_file_atomically(out / "latest", std::string_view(name + "\n"));
@@ -148,7 +152,6 @@ fs::path save_checkpoint(const Model& m, const fs::path& out, std::int64_t step,
   return final_dir;
 }
 
-/// The checkpoint `out/latest` points at (for --resume DIR, DIR may also be a checkpoint folder itself).
 inline fs::path resolve_checkpoint(const fs::path& dir) {
   if (fs::exists(dir / "trainer_state.json")) return dir;
   std::ifstream in(dir / "latest");

@@ -49,12 +49,16 @@ struct train_options {
   int log_every = 10;
   int save_total_limit = 2;
   std::size_t eval_batch = 0;  ///< 0: 2 x batch
-  /// Data parallelism: "none" (one process) or "dp" (one rank per device under mpirun; `batch` is per rank).
+  /// "none" (one process), or one rank per device under mpirun (`batch` is per rank): "dp" (data parallel),
+  /// "zero1" (ZeRO stage 1: the optimizer state sharded).
   std::string parallel = "none";
   double bucket_mb = 25;        ///< gradient all-reduce bucket size
   std::string reduce_dtype = "auto";  ///< 16-bit gradients summed across ranks in: auto (fp32 on >= 2), fp32, grad
   double comm_timeout_s = 60;   ///< a collective that takes longer ends the run on every rank
   int world_size = 1;           ///< ranks of the run (set at start-up from the launcher, not a flag)
+
+  /// The ZeRO stage --parallel names (0 for none and dp).
+  int zero_stage() const { return parallel.starts_with("zero") ? parallel[4] - '0' : 0; }
 
   /// Rows of one global micro-batch: every rank's `batch` together (what one process with --batch-size of this
   /// value computes per micro-batch).

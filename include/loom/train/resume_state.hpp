@@ -33,6 +33,9 @@ struct resume_state {
   std::vector<std::string> labels;
   nlohmann::json options;                   ///< the flags of the run that wrote it (train_options::to_json)
   std::optional<std::int64_t> train_rows;   ///< rows of --train after tokenization (absent in older checkpoints)
+  /// The optimizer state's shard files (train/optimizer_state.hpp), each inside `dir`; written by the world size
+  /// and ZeRO stage of the run that saved it, readable at any other.
+  std::vector<fs::path> optimizer_shards;
 };
 
 /// Reads `<dir>/trainer_state.json`: every field present, of its type and within its range; errors name the file
@@ -75,6 +78,17 @@ inline resume_state read_resume_state(const fs::path& dir) {
   if (!o || !o->is_object()) f.fail("options", o ? "must be an object" : "required field is missing");
   s.options = *o;
   s.train_rows = f.optional_integer("train_rows", std::nullopt);
+  if (!f.has_value("optimizer_shards")) f.fail("optimizer_shards", "required field is missing");
+  for (const std::string& name : f.string_list("optimizer_shards")) {
+    // Plain file names inside the checkpoint: a name with a folder in it would read state from elsewhere.
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+      f.fail("optimizer_shards", "holds '" + name + "', which is not a file name");
+    if (!fs::is_regular_file(dir / name))
+      f.fail("optimizer_shards", "names " + name + ", which is not in " + dir.string() +
+                                     " (a checkpoint copied without all of its shards?)");
+    s.optimizer_shards.push_back(dir / name);
+  }
+  if (s.optimizer_shards.empty()) f.fail("optimizer_shards", "is empty");
   return s;
 }
 

@@ -29,6 +29,7 @@
 #include "finite_watch.hpp"
 #include "loader.hpp"
 #include "metrics.hpp"
+#include "optimizer_state.hpp"
 #include "options.hpp"
 #include "output_folder.hpp"
 #include "preemption.hpp"
@@ -269,8 +270,9 @@ class trainer {
     // Every rank starts from rank 0's parameters (identical anyway when all loaded the same file: made certain).
     dp().set_context("start-up");
     dp().broadcast(model_.params().flat());
-    optimizer_ =
-        std::make_unique<optim::adamw<Precision, Device>>(model_.params(), ao, optim::hf_decay_ranges(model_.params()));
+    dp().attach(model_.params());  // the layout is final: ZeRO's shard of the optimizer state follows from it
+    optimizer_ = std::make_unique<optim::adamw<Precision, Device>>(
+        model_.params(), ao, optim::hf_decay_ranges(model_.params()), dp().optimizer_sharding());
     const run_length len = length_of(o_, run_.train.size());
     steps_per_epoch_ = len.steps_per_epoch;
     total_steps_ = len.total_steps;
@@ -366,6 +368,7 @@ class trainer {
         // fp16's scaler skips the steps whose gradients overflow (that is its job): only its loss is watched.
         if constexpr (!Precision::loss_scaling) watch_.observe(optimizer_->grad_norm_view(), step_ + 1);
         optimizer_->step(lr);
+        dp().finish_step();  // ZeRO: every rank gets the parameters the others updated
         if constexpr (Precision::loss_scaling) scaler_.update();
         ++step_;
         ++logged_steps;
@@ -490,10 +493,11 @@ class trainer {
     if constexpr (Precision::loss_scaling) return scaler_.state().skipped_steps;
     else return 0;
   }
-  /// Parameters as fp32 in the flat layout: the optimizer's master copy for mixed precision, else the model's own.
-  tensor<float, host> master_values() const {
-    if (optimizer_->master().numel() > 0) return to<host>(optimizer_->master());
-    return parameters_f32(model_);
+  /// Parameters as fp32 in the flat layout: the optimizer's master copy for mixed precision (gathered from every
+  /// rank's shard under ZeRO: collective then), else the model's own.
+  tensor<float, host> master_values() {
+    if (optimizer_->master().numel() == 0) return parameters_f32(model_);
+    return optimizer_->sharding().sharded() ? dp().gather_state(optimizer_->master()) : to<host>(optimizer_->master());
   }
 
   /// Ends the run with an error if a loss or gradient norm was not finite; called before anything is logged,
@@ -583,14 +587,18 @@ class trainer {
     if (!best_ || v > *best_) {
       best_ = v;
       evals_without_improvement_ = 0;
-      // The best model so far is the one in the output folder (HF format: transformers can load it directly).
+      // The best model so far is the one in the output folder (HF format: transformers can load it directly),
+      // written by rank 0 (the fp32 values gathered from every rank's shard first under ZeRO).
+      const bool whole_model = o_.lora_r == 0;
+      tensor<float, host> values;
+      if (whole_model && (lead() || optimizer_->sharding().sharded())) values = master_values();
       if (!lead()) {
         // written by rank 0 alone
-      } else if (o_.lora_r > 0) {
+      } else if (!whole_model) {
         // The best adapter (PEFT format); the merged model is written once training ends (see finish()).
         bert::save_lora_adapter(model_, fs::path(o_.output) / "adapter", run_.weights.parent_path().string());
       } else {
-        save_pretrained_into(model_, o_.output, master_values(), run_.vocab, run_.tokenizer_config);
+        save_pretrained_into(model_, o_.output, values, run_.vocab, run_.tokenizer_config);
       }
     } else if (o_.early_stopping > 0 && ++evals_without_improvement_ >= o_.early_stopping) {
       if (lead())
@@ -601,44 +609,68 @@ class trainer {
     return r;
   }
 
-  /// Collective: checks that the replicas agree, then rank 0 writes the checkpoint (atomically: a folder renamed
-  /// into place) while the others wait, so that no rank runs ahead of a checkpoint that may still fail.
+  /// Collective: checks that the replicas agree, then writes the checkpoint: rank 0 makes a temporary folder, every
+  /// rank that holds a part of the optimizer state writes its shard there in parallel (rank 0 alone when the state
+  /// is replicated), rank 0 adds the model and trainer state and renames the folder into place. Every rank agrees on
+  /// every failure, so a checkpoint is complete or absent on all of them and no rank runs ahead of one that failed.
   void save(double epoch_pos) {
     const bool replicated = dp().size() > 1;
-    if (!replicated && !lead()) return;
-    // The parameters' host copy, made once for the replica check and the checkpoint.
+    const bool sharded = optimizer_->sharding().sharded();
+    // The parameters' host copy (gathered from the shards under ZeRO), made once for the replica check and the model.
     const tensor<float, host> values = master_values();
     if (replicated) check_replicas(values, "parameters at step " + std::to_string(step_));
     std::string failure;
-    if (lead()) {
-      try {
-        write_checkpoint(epoch_pos, values);
-      } catch (const std::exception& e) {
-        failure = e.what();
-      }
+    const auto attempt = [&](auto&& work) {
+      if (failure.empty()) try {
+          work();
+        } catch (const std::exception& e) {
+          failure = e.what();
+        }
+      if (replicated) parallel::agree_on_error(dp().control(), failure);
+      else if (!failure.empty()) throw loom::error(failure);
+    };
+    fs::path tmp;
+    attempt([&] {
+      if (lead()) tmp = begin_checkpoint(o_.output, step_);
+    });
+    if (replicated) tmp = parallel::all_gather_strings(dp().control(), tmp.string()).front();
+    const int shards = sharded ? dp().size() : 1;
+    try {
+      attempt([&] {
+        if (!sharded && !lead()) return;
+        const tensor<float, host> m = to<host>(optimizer_->exp_avg()), v = to<host>(optimizer_->exp_avg_sq());
+        write_optimizer_shard(tmp / optimizer_shard_name(dp().rank(), shards), model_.params(),
+                              optimizer_->sharding().pieces, {{"exp_avg", &m}, {"exp_avg_sq", &v}});
+      });
+      attempt([&] {
+        if (!lead()) return;
+        std::vector<std::string> files;
+        for (int r = 0; r < shards; ++r) files.push_back(optimizer_shard_name(r, shards));
+        commit_checkpoint(model_, o_.output, step_, tmp, values, run_.vocab, run_.tokenizer_config,
+                          checkpoint_meta(epoch_pos, files), o_.save_total_limit);
+      });
+    } catch (...) {
+      if (lead()) abandon_checkpoint(tmp);
+      throw;
     }
-    if (replicated) parallel::agree_on_error(dp().control(), failure);
-    else if (!failure.empty()) throw loom::error(failure);
   }
 
-  void write_checkpoint(double epoch_pos, const tensor<float, host>& values) {
-    training_state st;
-    st.meta = {{"step", step_},
-               {"micro_step", micro_step_},
-               {"epoch", epoch_},
-               {"batch_in_epoch", batch_in_epoch_},
-               {"epoch_position", epoch_pos},
-               {"sequences", sequences_},
-               {"best_metric", best_ ? nlohmann::json(*best_) : nlohmann::json(nullptr)},
-               {"evals_without_improvement", evals_without_improvement_},
-               {"optimizer_steps", optimizer_->steps()},
-               {"loss_scaler", Precision::loss_scaling ? nlohmann::json(scaler_.state()) : nlohmann::json(nullptr)},
-               {"labels", run_.labels},
-               {"train_rows", run_.train.size()},
-               {"options", o_.to_json()}};
-    st.tensors.emplace_back("exp_avg", to<host>(optimizer_->exp_avg()));
-    st.tensors.emplace_back("exp_avg_sq", to<host>(optimizer_->exp_avg_sq()));
-    save_checkpoint(model_, o_.output, step_, values, run_.vocab, run_.tokenizer_config, st, o_.save_total_limit);
+  nlohmann::json checkpoint_meta(double epoch_pos, const std::vector<std::string>& shard_files) {
+    return {{"step", step_},
+            {"micro_step", micro_step_},
+            {"epoch", epoch_},
+            {"batch_in_epoch", batch_in_epoch_},
+            {"epoch_position", epoch_pos},
+            {"sequences", sequences_},
+            {"best_metric", best_ ? nlohmann::json(*best_) : nlohmann::json(nullptr)},
+            {"evals_without_improvement", evals_without_improvement_},
+            {"optimizer_steps", optimizer_->steps()},
+            {"optimizer_shards", shard_files},
+            {"zero_stage", dp().stage()},
+            {"loss_scaler", Precision::loss_scaling ? nlohmann::json(scaler_.state()) : nlohmann::json(nullptr)},
+            {"labels", run_.labels},
+            {"train_rows", run_.train.size()},
+            {"options", o_.to_json()}};
   }
 
   void restore(const resume_state& st) {
@@ -647,31 +679,31 @@ class trainer {
     // the optimizer gets them exactly, so the run continues bit for bit.
     bert::load_safetensors(model_, dir / "model.safetensors");
     const auto weights = io::safetensors_file::open(dir / "model.safetensors");
-    const auto state = io::safetensors_file::open(dir / "training_state.safetensors");
-    auto load_flat = [&](const tensor<float, Device>& dst, const std::vector<float>& v, const std::string& what) {
-      LOOM_CHECK(static_cast<index_t>(v.size()) == dst.numel(), dir.string() + ": " + what + " has " +
-                                                                    std::to_string(v.size()) + " values, the model " +
-                                                                    std::to_string(dst.numel()));
-      tensor<float, host> h(dst.extents());
-      std::copy(v.begin(), v.end(), h.data());
-      copy(dst, h);
+    // The shards may come from another world size or ZeRO stage: each is reassembled in this run's flat layout,
+    // then this rank keeps its own pieces (all of it unless sharded).
+    const bool sharded = optimizer_->sharding().sharded();
+    const auto place = [&](const tensor<float, Device>& dst, const tensor<float, host>& flat) {
+      if (sharded) dp().scatter_state(flat, dst);
+      else copy(dst, flat);
     };
-    load_flat(optimizer_->exp_avg(), state.values<float>("exp_avg"), "exp_avg");
-    load_flat(optimizer_->exp_avg_sq(), state.values<float>("exp_avg_sq"), "exp_avg_sq");
+    place(optimizer_->exp_avg(), read_optimizer_state(st.optimizer_shards, model_.params(), "exp_avg"));
+    place(optimizer_->exp_avg_sq(), read_optimizer_state(st.optimizer_shards, model_.params(), "exp_avg_sq"));
     if (optimizer_->master().numel() > 0) {
-      tensor<float, host> master(optimizer_->master().extents());
+      tensor<float, host> master({model_.params().flat().numel()});
       assign(master, 0.0);
       for (const auto& p : model_.params().params()) {
         const auto v = weights.to_f32(model_.has_classifier() ? hf_name(p.name) : p.name);
         std::copy(v.begin(), v.end(), master.data() + p.offset);
       }
-      copy(optimizer_->master(), master);
+      place(optimizer_->master(), master);
     }
     // Data parallel: rank 0's state everywhere (identical anyway when every rank read the same checkpoint).
     dp().broadcast(model_.params().flat());
-    dp().broadcast(optimizer_->exp_avg());
-    dp().broadcast(optimizer_->exp_avg_sq());
-    if (optimizer_->master().numel() > 0) dp().broadcast(optimizer_->master());
+    if (!sharded) {
+      dp().broadcast(optimizer_->exp_avg());
+      dp().broadcast(optimizer_->exp_avg_sq());
+      if (optimizer_->master().numel() > 0) dp().broadcast(optimizer_->master());
+    }
     optimizer_->set_steps(st.optimizer_steps);
     if constexpr (Precision::loss_scaling) {
       LOOM_CHECK(st.loss_scaler.has_value(), (dir / "trainer_state.json").string() +

@@ -56,6 +56,8 @@ class model {
         pooler_(group_, cfg_.hidden_size),
         classifier_(group_, cfg_.hidden_size, cfg_.num_labels(), cfg_.effective_classifier_dropout(),
                     static_cast<int>(cfg_.num_hidden_layers) + 1) {
+    // ZeRO shards every unit over the ranks in equal aligned pieces: each unit's span is padded to divide evenly.
+    params_.set_unit_multiple(parallel::shard_ranks(group_) * nn::param_store<T, Device>::align);
     encoder_.register_params();
     pooler_.register_params(params_);
     if (head_) classifier_.register_params(params_);

@@ -56,16 +56,17 @@ inline std::string shape_of(const io::st_tensor& t) {
 
 /// Fills `values` (host, the model's flat layout) with transformers' initialisation for parameter `p`:
 /// Linear/embedding weights ~ N(0, initializer_range), biases 0, LayerNorm weight 1 and bias 0, the padding
-/// token's embedding row 0. Deterministic in (seed, parameter offset).
+/// token's embedding row 0. Deterministic in (seed, `seed_offset`: the parameter's param_store::seed_offset).
 template <class T>
-void init_parameter(const tensor<T, host>& values, const nn::param_info& p, const config& cfg, std::uint64_t seed) {
+void init_parameter(const tensor<T, host>& values, const nn::param_info& p, const config& cfg, std::uint64_t seed,
+                    index_t seed_offset) {
   const tensor<T, host> v = values.slice(0, p.offset, p.offset + p.numel());
   if (p.name.ends_with("LayerNorm.weight")) {
     assign(v, 1.0);
   } else if (p.name.ends_with(".bias")) {
     assign(v, 0.0);
   } else {
-    assign(v, normal<T>(seed, static_cast<std::uint64_t>(p.offset), 0.0, cfg.initializer_range));
+    assign(v, normal<T>(seed, static_cast<std::uint64_t>(seed_offset), 0.0, cfg.initializer_range));
     if (p.name == "embeddings.word_embeddings.weight" && cfg.pad_token_id && *cfg.pad_token_id >= 0 &&
         *cfg.pad_token_id < cfg.vocab_size) {
       const index_t H = cfg.hidden_size;
@@ -79,7 +80,7 @@ template <class Model>
 void init_weights(Model& m, std::uint64_t seed) {
   using T = typename Model::T;
   tensor<T, host> staging(m.params().flat().extents());
-  for (const auto& p : m.params().params()) init_parameter(staging, p, m.cfg(), seed);
+  for (const auto& p : m.params().params()) init_parameter(staging, p, m.cfg(), seed, m.params().seed_offset(p.name));
   copy(m.params().flat(), staging);
 }
 
@@ -103,14 +104,14 @@ load_report load_safetensors(Model& m, const std::filesystem::path& path, std::u
     if (!t) {
       LOOM_CHECK(p.name.starts_with("classifier.") || p.name.starts_with("pooler."),
                  path.string() + ": tensor '" + p.name + "' (or 'bert." + p.name + "') is missing");
-      init_parameter(staging, p, m.cfg(), init_seed);
+      init_parameter(staging, p, m.cfg(), init_seed, m.params().seed_offset(p.name));
       report.initialized.push_back(p.name);
       continue;
     }
     bool same = static_cast<int>(t->shape.size()) == p.extents.rank();
     for (int d = 0; same && d < p.extents.rank(); ++d) same = static_cast<index_t>(t->shape[d]) == p.extents[d];
     if (!same && reinit_mismatched_head && p.name.starts_with("classifier.")) {
-      init_parameter(staging, p, m.cfg(), init_seed);
+      init_parameter(staging, p, m.cfg(), init_seed, m.params().seed_offset(p.name));
       report.initialized.push_back(p.name);
       continue;
     }

@@ -74,6 +74,18 @@ __global__ void __launch_bounds__(flat_threads) flat_finalize_kernel(const doubl
   if (threadIdx.x == 0) finalize_inspection(*s, r.reduce ? total : s->sumsq, r);
 }
 
+/// out = the sum of partials[0, count) in the fixed order of flat_finalize_kernel.
+template <int = 0>
+__global__ void __launch_bounds__(flat_threads) flat_total_kernel(const double* __restrict__ partials, index_t count,
+                                                                  double* out) {
+  double sum = 0;
+  for (index_t i = threadIdx.x; i < count; i += blockDim.x) sum += partials[i];
+  using reduce = cub::BlockReduce<double, flat_threads>;
+  __shared__ typename reduce::TempStorage scratch;
+  const double total = reduce(scratch).Sum(sum);
+  if (threadIdx.x == 0) *out = total;
+}
+
 template <class Rule>
 __global__ void flat_prologue_kernel(step_scalars* s, Rule rule, double lr) {
   step_prologue(*s, rule, lr);
@@ -89,14 +101,17 @@ __global__ void __launch_bounds__(flat_threads) flat_step_kernel(Rule rule, flat
   if (s.skip) return;
   const chunk c = chunks[blockIdx.x];
   const bool decay = c.decay != 0;
+  // State index = parameter index + shift (0 unless the state is sharded; then a multiple of 4: shards are aligned).
+  const index_t shift = c.state - c.begin;
   constexpr int V = 4;
   for_chunk<V>(
-      c, [&](index_t i) { step_element(rule, b, i, s, decay); },
+      c, [&](index_t i) { step_element(rule, b, i, i + shift, s, decay); },
       [&](index_t i) {
+        const index_t j = i + shift;
         const vec<G, V> gv = *reinterpret_cast<const vec<G, V>*>(b.grad + i);
         vec<float, V> pv;
         if (b.master) {
-          pv = *reinterpret_cast<const vec<float, V>*>(b.master + i);
+          pv = *reinterpret_cast<const vec<float, V>*>(b.master + j);
         } else {
           const vec<P, V> raw = *reinterpret_cast<const vec<P, V>*>(b.param + i);
 #pragma unroll
@@ -104,22 +119,22 @@ __global__ void __launch_bounds__(flat_threads) flat_step_kernel(Rule rule, flat
         }
         vec<float, V> sv[NS > 0 ? NS : 1];
 #pragma unroll
-        for (int j = 0; j < NS; ++j) sv[j] = *reinterpret_cast<const vec<float, V>*>(b.state[j] + i);
+        for (int n = 0; n < NS; ++n) sv[n] = *reinterpret_cast<const vec<float, V>*>(b.state[n] + j);
         vec<P, V> out;
 #pragma unroll
         for (int k = 0; k < V; ++k) {
           const float g = prepared_grad(gv.v[k], s);
           float st[NS > 0 ? NS : 1];
 #pragma unroll
-          for (int j = 0; j < NS; ++j) st[j] = sv[j].v[k];
+          for (int n = 0; n < NS; ++n) st[n] = sv[n].v[k];
           rule.update(g, pv.v[k], st, s.k, decay);
 #pragma unroll
-          for (int j = 0; j < NS; ++j) sv[j].v[k] = st[j];
+          for (int n = 0; n < NS; ++n) sv[n].v[k] = st[n];
           out.v[k] = convert<P>(pv.v[k]);
         }
 #pragma unroll
-        for (int j = 0; j < NS; ++j) *reinterpret_cast<vec<float, V>*>(b.state[j] + i) = sv[j];
-        if (b.master) *reinterpret_cast<vec<float, V>*>(b.master + i) = pv;
+        for (int n = 0; n < NS; ++n) *reinterpret_cast<vec<float, V>*>(b.state[n] + j) = sv[n];
+        if (b.master) *reinterpret_cast<vec<float, V>*>(b.master + j) = pv;
         *reinterpret_cast<vec<P, V>*>(b.param + i) = out;
       });
 }
@@ -128,15 +143,25 @@ __global__ void __launch_bounds__(flat_threads) flat_step_kernel(Rule rule, flat
 
 // ---- launchers (all on loom::current_stream(), no synchronisation) --------------------------------------------------
 
+/// `across` (may be null): sums a device double over the ranks that share the gradients (sharded optimizer state),
+/// in place on the current stream; then the norm is of the whole gradient, not of this rank's part.
 template <class G>
 void cuda_inspect(const G* grad, const chunk* chunks, index_t chunk_count, double* partials, step_scalars* s,
-                  const inspect_request& r) {
+                  const inspect_request& r, const sum_across_ranks* across = nullptr) {
   cudaStream_t stream = current_stream();
   if (r.reduce && chunk_count > 0) {
     flat_sum_squares_kernel<G><<<static_cast<unsigned>(chunk_count), flat_threads, 0, stream>>>(grad, chunks, partials);
     LOOM_CUDA_CHECK_LAUNCH();
   }
-  flat_finalize_kernel<><<<1, flat_threads, 0, stream>>>(partials, r.reduce ? chunk_count : 0, s, r);
+  if (r.reduce && across && *across) {
+    // This rank's sum into partials[chunk_count], summed over the ranks there, then finalized from that one value.
+    flat_total_kernel<><<<1, flat_threads, 0, stream>>>(partials, chunk_count, partials + chunk_count);
+    LOOM_CUDA_CHECK_LAUNCH();
+    (*across)(partials + chunk_count);
+    flat_finalize_kernel<><<<1, flat_threads, 0, stream>>>(partials + chunk_count, 1, s, r);
+  } else {
+    flat_finalize_kernel<><<<1, flat_threads, 0, stream>>>(partials, r.reduce ? chunk_count : 0, s, r);
+  }
   LOOM_CUDA_CHECK_LAUNCH();
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -28,13 +29,22 @@ struct flat_range {
 namespace detail {
 
 /// One unit of work of the flat kernels (one CUDA block each): up to `chunk_elements` consecutive elements of the
-/// trainable ranges that are either all weight-decayed or all not.
+/// trainable ranges that are either all weight-decayed or all not. `begin` indexes the parameter and gradient
+/// buffers, `state` the optimizer state (master weights, moments): the same place unless the state is sharded
+/// (ZeRO), where each rank keeps its own pieces of the state packed into a buffer of its own.
 struct chunk {
   std::int64_t begin;
   std::int32_t count;
   std::int32_t decay;
+  std::int64_t state;
 };
-static_assert(sizeof(chunk) == 16);
+static_assert(sizeof(chunk) == 24);
+
+/// Elements [begin, end) of the parameter buffer whose optimizer state lies at [state, state + end - begin) of the
+/// state buffers: the part of the parameters one rank updates when the state is sharded.
+struct state_piece {
+  std::int64_t begin = 0, end = 0, state = 0;
+};
 
 /// Splits `trainable` (the parameters the optimizer updates) at the boundaries of `decay` and into pieces of at most
 /// `max_chunk` elements. Ranges may come in any order; overlapping trainable ranges are an error.
@@ -68,9 +78,31 @@ inline std::vector<chunk> make_chunks(std::vector<flat_range> trainable, std::ve
       const index_t change = d == merged.size() ? r.end : decayed ? merged[d].end : merged[d].begin;
       const index_t stop = std::min(change, r.end);
       for (index_t b = i; b < stop; b += max_chunk)
-        out.push_back({b, static_cast<std::int32_t>(std::min(max_chunk, stop - b)), decayed ? 1 : 0});
+        out.push_back({b, static_cast<std::int32_t>(std::min(max_chunk, stop - b)), decayed ? 1 : 0, b});
       i = stop;
     }
+  }
+  return out;
+}
+
+/// The chunks of `trainable` that fall inside `pieces` (sorted, disjoint), each chunk's state index placed by its
+/// piece: the work list of one rank that owns those pieces of the state.
+inline std::vector<chunk> make_sharded_chunks(const std::vector<flat_range>& trainable,
+                                              const std::vector<flat_range>& decay, index_t max_chunk,
+                                              const std::vector<state_piece>& pieces) {
+  std::vector<flat_range> owned;
+  for (const flat_range& r : trainable)
+    for (const state_piece& p : pieces) {
+      const index_t b = std::max<index_t>(r.begin, p.begin), e = std::min<index_t>(r.end, p.end);
+      if (b < e) owned.push_back({b, e});
+    }
+  std::vector<chunk> out = make_chunks(owned, decay, max_chunk);
+  std::size_t k = 0;  // chunks come sorted by begin, as the pieces do
+  for (chunk& c : out) {
+    while (k < pieces.size() && pieces[k].end <= c.begin) ++k;
+    LOOM_CHECK(k < pieces.size() && pieces[k].begin <= c.begin && c.begin + c.count <= pieces[k].end,
+               "optimizer: a chunk crosses the edge of a state piece");
+    c.state = pieces[k].state + (c.begin - pieces[k].begin);
   }
   return out;
 }
@@ -112,6 +144,10 @@ struct inspect_request {
   float max_norm = -1;                ///< clip to this total norm; negative: no clipping
   bool reduce = true;                 ///< false: reuse the sum of squares of an earlier inspection this step
 };
+
+/// A collective that sums one double over the ranks sharing a sharded optimizer's gradients, in place: a device
+/// pointer on CUDA (enqueued on the current stream), a host pointer on the host. Empty: one rank.
+using sum_across_ranks = std::function<void(double*)>;
 
 /// After the sum of squares is known: the non-finite flag, the unscaled norm and the clipping coefficient.
 /// Scales are powers of two (GradScaler's), so sqrt(sum g^2) / scale is the norm of the unscaled gradients.
@@ -199,17 +235,17 @@ LOOM_HOST_DEVICE LOOM_FORCEINLINE float prepared_grad(G raw, const step_scalars&
   return fmul(fmul(convert<float>(raw), s.inv_scale), s.clip_coef);
 }
 
-/// The update of element i, shared by the host loop and the CUDA kernel's scalar path.
+/// The update of element i (its state at j), shared by the host loop and the CUDA kernel's scalar path.
 template <class Rule, class P, class G, int NS>
 LOOM_HOST_DEVICE LOOM_FORCEINLINE void step_element(const Rule& rule, const flat_buffers<P, G, NS>& b, index_t i,
-                                                    const step_scalars& s, bool decay) {
+                                                    index_t j, const step_scalars& s, bool decay) {
   const float g = prepared_grad(b.grad[i], s);
-  float p = b.master ? b.master[i] : convert<float>(b.param[i]);
+  float p = b.master ? b.master[j] : convert<float>(b.param[i]);
   float st[NS > 0 ? NS : 1];
-  for (int k = 0; k < NS; ++k) st[k] = b.state[k][i];
+  for (int k = 0; k < NS; ++k) st[k] = b.state[k][j];
   rule.update(g, p, st, s.k, decay);
-  for (int k = 0; k < NS; ++k) b.state[k][i] = st[k];
-  if (b.master) b.master[i] = p;
+  for (int k = 0; k < NS; ++k) b.state[k][j] = st[k];
+  if (b.master) b.master[j] = p;
   b.param[i] = convert<P>(p);
 }
 
@@ -232,7 +268,8 @@ void host_flat_step(const Rule& rule, const flat_buffers<P, G, NS>& b, const std
   step_prologue(s, rule, lr);
   if (s.skip) return;
   for (const chunk& c : chunks)
-    for (index_t i = c.begin; i < c.begin + c.count; ++i) step_element(rule, b, i, s, c.decay != 0);
+    for (index_t i = c.begin; i < c.begin + c.count; ++i)
+      step_element(rule, b, i, c.state + (i - c.begin), s, c.decay != 0);
 }
 
 }  // namespace detail

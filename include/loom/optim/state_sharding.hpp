@@ -1,0 +1,25 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// How a sharding policy (ZeRO) divides a flat optimizer's state: the pieces of the parameter buffer this rank
+// updates, where their state lives in this rank's packed state buffers, and the collective that turns this rank's
+// part of the gradient norm into the whole one.
+#pragma once
+
+#include <vector>
+
+#include "detail/flat_step.hpp"
+
+namespace loom::optim {
+
+/// Empty (no pieces): the optimizer owns the whole state, laid out as the parameters (one process, or data parallel).
+struct state_sharding {
+  /// Sorted, disjoint pieces of the parameter buffer; piece k's state at [state, state + end - begin).
+  std::vector<detail::state_piece> pieces;
+  index_t local_size = 0;  ///< elements of every state buffer (master weights, moments) on this rank
+  /// Sums the square of the gradient norm over the ranks (the gradient is sharded with the state); empty: one rank.
+  detail::sum_across_ranks sum_squares;
+
+  bool sharded() const { return !pieces.empty(); }
+};
+
+}  // namespace loom::optim

@@ -1,0 +1,39 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// The per-rank memory plan against the ZeRO paper's model-state formulas written out here (mixed precision: data
+// parallel 16P, stage 1 4P + 12P/N, stage 2 2P + 14P/N, stage 3 16P/N bytes).
+#include <vector>
+
+#include <loom/models/bert/plan.hpp>
+
+#include "test_util.hpp"
+
+using namespace loom;
+
+TEST_CASE("per-rank memory plan: model state as the ZeRO paper counts it") {
+  io::bert_config c;  // BERT-base, 2 labels
+  const double P = static_cast<double>(bert::parameter_count(c));
+  const auto state = [](const bert::memory_plan& m) {
+    return static_cast<double>(m.parameters + m.gradients + m.optimizer);
+  };
+  for (int N : {1, 2, 4, 8}) {
+    const auto plan = [&](int stage, int bytes) {
+      return bert::plan_memory(c, 32, 128, bytes, true, true, false, {stage, N, false});
+    };
+    // Mixed precision (2-byte parameters and gradients, 12 bytes of fp32 master weights and moments).
+    CHECK(state(plan(0, 2)) == Approx(16 * P));
+    CHECK(state(plan(1, 2)) == Approx(4 * P + 12 * P / N).epsilon(1e-6));
+    CHECK(state(plan(2, 2)) == Approx(2 * P + 14 * P / N).epsilon(1e-6));
+    CHECK(state(plan(3, 2)) == Approx(16 * P / N).epsilon(1e-6));
+    // fp32 (no master copy: 4 + 4 + 8 bytes).
+    CHECK(state(plan(1, 4)) == Approx(8 * P + 8 * P / N).epsilon(1e-6));
+    CHECK(state(plan(3, 4)) == Approx(16 * P / N).epsilon(1e-6));
+    // Activations do not depend on how the state is sharded.
+    CHECK(plan(3, 2).activations == plan(0, 2).activations);
+  }
+  // Data parallel with 16-bit gradients on >= 2 ranks keeps fp32 bucket buffers: 4 bytes per parameter.
+  CHECK(bert::plan_memory(c, 32, 128, 2, true, true, false, {0, 2, true}).buffers == 4 * bert::parameter_count(c));
+  CHECK(bert::plan_memory(c, 32, 128, 2, true, true, false, {0, 1, true}).buffers == 0);
+  CHECK(bert::plan_memory(c, 32, 128, 4, true, true, false, {0, 4, true}).buffers == 0);
+  CHECK_THROWS_AS(bert::plan_memory(c, 32, 128, 2, true, true, false, {4, 2, false}), loom::error);
+}
