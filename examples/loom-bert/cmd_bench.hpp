@@ -134,8 +134,9 @@ inline void register_bench(CLI::App& app) {
   sub->add_option("--parallel", o->parallel,
                   "with --train: none, or dp (data parallel under mpirun: each rank times its own steps, the "
                   "gradients reduced in buckets; one rank shows the cost of the machinery alone), or zero1 (ZeRO "
-                  "stage 1: gradients reduce-scattered, the optimizer state sharded, parameters all-gathered)")
-      ->capture_default_str()->check(CLI::IsMember({"none", "dp", "zero1"}));
+                  "stage 1: gradients reduce-scattered, the optimizer state sharded, parameters all-gathered), or "
+                  "zero2 (the gradients sharded too), or zero3 (the parameters too)")
+      ->capture_default_str()->check(CLI::IsMember({"none", "dp", "zero1", "zero2", "zero3"}));
   sub->add_option("--bucket-mb", o->bucket_mb, "with --parallel dp: gradient bucket size")->capture_default_str()
       ->check(sign_check(true));
   sub->add_option("--reduce-dtype", o->reduce_dtype,

@@ -35,7 +35,7 @@ inline void run_info(const info_options& o) {
   const int bytes = o.precision == "fp32" ? 4 : 2;
   // Planned before anything is printed: a shape whose plan is out of range fails without a partial report.
   const bool per_rank = o.parallel != "none";
-  LOOM_CHECK(per_rank || o.ranks == 1, "--ranks needs --parallel dp or zero1");
+  LOOM_CHECK(per_rank || o.ranks == 1, "--ranks needs --parallel dp, zero1, zero2 or zero3");
   const int stage = o.parallel.starts_with("zero") ? o.parallel[4] - '0' : 0;
   const loom::bert::state_sharding sharding{stage, o.ranks, stage == 0};
   const loom::bert::memory_plan plans[2] = {loom::bert::plan_memory(cfg, o.batch, seq, bytes, false),
@@ -62,7 +62,9 @@ inline void run_info(const info_options& o) {
   for (bool training : {false, true}) {
     const auto& m = plans[training];
     char buckets[64] = "";
-    if (m.buffers) std::snprintf(buckets, sizeof buckets, "fp32 gradient buckets %.1f MiB, ", mib(m.buffers));
+    if (m.buffers)
+      std::snprintf(buckets, sizeof buckets, stage >= 2 ? "gathered unit buffers %.1f MiB, " : "fp32 gradient buckets %.1f MiB, ",
+                    mib(m.buffers));
     std::printf("%-14s batch %lld x seq %lld: parameters %.1f MiB, gradients %.1f MiB, optimizer %.1f MiB, "
                 "activations %.1f MiB, %stotal %.1f MiB%s\n",
                 training ? "training" : "inference", static_cast<long long>(o.batch), static_cast<long long>(seq),
@@ -83,9 +85,9 @@ inline void register_info(CLI::App& app) {
   sub->add_option("--precision", o->precision, "fp32, bf16 or fp16")->capture_default_str()
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   sub->add_option("--parallel", o->parallel,
-                  "none, or the training plan of one rank of a run with dp (data parallel) or zero1 (ZeRO stage 1: "
-                  "the optimizer state sharded over the ranks)")
-      ->capture_default_str()->check(CLI::IsMember({"none", "dp", "zero1"}));
+                  "none, or the training plan of one rank of a run with dp (data parallel), zero1 (ZeRO stage 1: "
+                  "the optimizer state sharded over the ranks), zero2 (the gradients too) or zero3 (the parameters too)")
+      ->capture_default_str()->check(CLI::IsMember({"none", "dp", "zero1", "zero2", "zero3"}));
   sub->add_option("--ranks", o->ranks, "with --parallel: ranks of the run")->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   sub->callback([o] { run_info(*o); });

@@ -73,9 +73,10 @@ inline void register_train(CLI::App& app) {
   sub->add_option("--log-every", o->log_every, "steps between progress lines")->capture_default_str()
       ->check(sign_check(true));
   sub->add_option("--parallel", o->parallel,
-                  "none; or, one rank per GPU under mpirun (--batch-size is per rank): dp (data parallel) or zero1 "
-                  "(ZeRO stage 1: the optimizer state sharded over the ranks)")
-      ->capture_default_str()->check(CLI::IsMember({"none", "dp", "zero1"}));
+                  "none; or, one rank per GPU under mpirun (--batch-size is per rank): dp (data parallel), zero1 "
+                  "(ZeRO stage 1: the optimizer state sharded over the ranks), zero2 (the gradients too) or zero3 (the "
+                  "parameters too)")
+      ->capture_default_str()->check(CLI::IsMember({"none", "dp", "zero1", "zero2", "zero3"}));
   sub->add_option("--bucket-mb", o->bucket_mb, "with --parallel dp: MB of gradients per all-reduce bucket")
       ->capture_default_str()->check(sign_check(true));
   sub->add_option("--reduce-dtype", o->reduce_dtype,

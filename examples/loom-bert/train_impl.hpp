@@ -53,9 +53,12 @@ void run_training(loom::train::train_options o) {
     std::fprintf(stderr, "loom-bert train: %zu training rows, %zu dev rows, %zu labels, %s on %s%s\n",
                  run.train.size(), run.dev.size(), run.labels.size(), std::string(Precision::name).c_str(),
                  std::string(Device::name).c_str(),
-                 dp.active() ? (", " + std::string(dp.stage() ? "ZeRO stage " + std::to_string(dp.stage()) +
-                                                                 " (optimizer state sharded)"
-                                                           : "data parallel") +
+                 dp.active() ? (", " + std::string(dp.stage() == 1   ? "ZeRO stage 1 (optimizer state sharded)"
+                                                  : dp.stage() == 2 ? "ZeRO stage 2 (optimizer state and gradients "
+                                                                      "sharded)"
+                                                  : dp.stage() == 3 ? "ZeRO stage 3 (optimizer state, gradients and "
+                                                                      "parameters sharded)"
+                                                                    : "data parallel") +
                                 " over " + std::to_string(dp.size()) + " rank(s), " +
                                 std::to_string(o.global_micro_batch() * static_cast<std::size_t>(o.grad_accum)) +
                                 " rows per step")
@@ -76,7 +79,8 @@ void run_train_bench(const train_bench_options& o) {
   using model_t = loom::bert::model<Precision, policy_t, Device>;
   policy_t dp;
   if (o.parallel != "none")
-    dp = make_data_parallel<policy_t, Device>(o.bucket_mb, 60, o.reduce_dtype, o.parallel == "zero1" ? 1 : 0);
+    dp = make_data_parallel<policy_t, Device>(o.bucket_mb, 60, o.reduce_dtype,
+                                              o.parallel.starts_with("zero") ? o.parallel[4] - '0' : 0);
   model_t m(o.config, true, std::move(dp));
   loom::bert::init_weights(m, 1);
   m.set_recompute(o.recompute);
@@ -89,6 +93,8 @@ void run_train_bench(const train_bench_options& o) {
   m.parallel().attach(m.params());  // the bucket plan (ZeRO: the shards), once: the layout no longer changes
   loom::optim::adamw<Precision, Device> opt(m.params(), {}, loom::optim::hf_decay_ranges(m.params()),
                                             m.parallel().optimizer_sharding());
+  if (m.parallel().stage() >= 2) opt.use_packed_grads(m.parallel().packed_grads());
+  if (m.parallel().stage() >= 3) opt.use_packed_params(m.parallel().packed_params());
   loom::tensor<std::int32_t> ids({o.batch, o.seq}), types({o.batch, o.seq}), lengths({o.batch}), labels({o.batch});
   for (loom::index_t i = 0; i < ids.numel(); ++i) {
     ids.data()[i] = bench_token_id(i, o.config.vocab_size);
@@ -116,7 +122,10 @@ void run_train_bench(const train_bench_options& o) {
     if constexpr (std::is_same_v<Device, loom::cuda>) LOOM_CUDA_CHECK(cudaStreamSynchronize(loom::current_stream()));
 #endif
   };
-  const int dev = std::is_same_v<Device, loom::host> ? -1 : 0;
+  int dev = -1;  // the host's counters, or this rank's GPU (under mpirun each rank uses its node-local one)
+#if LOOM_HAS_CUDA_RUNTIME
+  if constexpr (std::is_same_v<Device, loom::cuda>) LOOM_CUDA_CHECK(cudaGetDevice(&dev));
+#endif
   for (int i = 0; i < 3; ++i) one_step();  // warm-up: activation buffers, cuBLASLt plans, optimizer state
   sync();
   loom::reset_peak_memory(dev);

@@ -1,23 +1,37 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Data parallelism on 2 and 4 GPUs, in one device call (docs/distributed.md):
+# Data parallelism and ZeRO on 2 and 4 GPUs, in one device call (docs/distributed.md):
 #   bash .devrun/run.sh bash scripts/bench/multi_gpu.sh            (on nvidia-h200-x2 or nvidia-h200-x4)
 # (a) Equivalence: the same short fp32 fine-tune (tiny_a fixture, or MODEL=folder, e.g. MiniLM; 20 steps, dropout on,
-#     global batch 16) on 1 GPU without --parallel and under `mpirun -np N ... --parallel dp --device cuda` with
-#     --batch-size 16/N; the final parameters compared with scripts/compare_safetensors.py. Tolerance RTOL (default
-#     1e-4, relative to each tensor's largest value): on the host the runs agree within 1e-5 (tests/cli/dp_cases.sh),
-#     on a GPU cuBLAS may pick other GEMM algorithms (another summation order) for the smaller per-rank batches, and
-#     20 AdamW steps carry those last-digit differences on. The worst difference is printed either way. The attention
-#     key biases are held to the run's summed learning rates instead (compare_safetensors.py --noise explains why).
+#     global batch 16) on 1 GPU without --parallel and under `mpirun -np N ... --parallel MODE --device cuda` with
+#     --batch-size 16/N, for each MODE of MODES (dp zero1 zero2 zero3); the final parameters compared with
+#     scripts/compare_safetensors.py. Tolerance RTOL (default 1e-4, relative to each tensor's largest value): on the
+#     host the runs agree within 1e-5 (tests/cli/dp_cases.sh), on a GPU cuBLAS may pick other GEMM algorithms (another
+#     summation order) for the smaller per-rank batches, and 20 AdamW steps carry those last-digit differences on. The
+#     worst difference is printed either way. The attention key biases are held to the run's summed learning rates
+#     instead (compare_safetensors.py --noise explains why).
 # (b) Scaling: `loom-bert bench --train --parallel dp --device cuda --precision bf16 --batch 64 --seq 128` (BERT-base,
 #     random weights; --batch is per rank) under mpirun -np 1, 2, 4, beside PyTorch DDP (hf_bert_ddp.py, bf16
 #     autocast, the same per-GPU batch) under torch.distributed.run with the same GPU counts: one table of seq/s per
 #     GPU and in all, loom / torch, and scaling efficiency (seq/s in all / (N x seq/s on one GPU)).
+# (c) ZeRO: for each size of SIZES (base, large) and rank count (1, 2, 4) and MODE of MODES, `loom-bert bench --train
+#     --parallel MODE --size SIZE --batch ZERO_BATCH (32, per rank) --seq 128 --precision bf16 --max-grad-norm 1` under
+#     mpirun, ITERS timed steps: step ms (the slowest rank), seq/s in all (the ranks' sum), peak GiB per rank (the
+#     largest; allocations through loom, as torch.cuda.max_memory_allocated), and `loom-bert info --parallel MODE
+#     --ranks N` (its planned total per rank, and plan / peak); beside it PyTorch FSDP2 (hf_bert_ddp.py --fsdp, one
+#     line per rank count: rank 0's peak; it does not clip gradients). Then the largest per-rank batch that runs: the
+#     batches of FIT_BATCHES in order, 3 timed steps each, up to the first failure (non-zero exit, or a rank without
+#     its JSON line), for loom in each MODE and for FSDP2, at the rank counts of FIT_COUNTS only (default: the largest
+#     run; ">=B": every batch tried ran, or the time limit came first). One table per size. Every run is cut at 300 s,
+#     and none is started past TIME_LIMIT seconds after the script's start (default 560: the device tool's 10-minute
+#     call, with (a) and (b) in it); what that leaves out is named, shown as "-", and the tables are still printed. For
+#     complete fits run (c) in a call of its own (SKIP_EQUIV=1 SKIP_SCALING=1).
 # Rank counts beyond the GPUs of the machine (nvidia-smi -L) are skipped with a message. JSON lines and logs go to
 # $OUT when it is set (the device tool brings $OUT back), else to a temporary folder.
 # Settings (environment): LOOM_BERT (default .devrun/bin/loom-bert), HF_DDP (default .devrun/bench/hf_bert_ddp.py),
-# MODEL (default tests/fixtures/bert/tiny_a), RTOL (1e-4), COUNTS ("1 2 4"), ITERS (timed steps, 30), SKIP_EQUIV=1,
-# SKIP_SCALING=1.
+# MODEL (default tests/fixtures/bert/tiny_a), RTOL (1e-4), COUNTS ("1 2 4"), ITERS (timed steps, 30), MODES ("dp zero1
+# zero2 zero3"), SIZES ("base large"), ZERO_BATCH (32), FIT_BATCHES ("64 128 256 512 1024"), FIT_COUNTS (the largest
+# count run; "" skips the fits), TIME_LIMIT (560; 0: none), SKIP_EQUIV=1, SKIP_SCALING=1, SKIP_ZERO=1.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 LOOM_BERT=${LOOM_BERT:-$ROOT/.devrun/bin/loom-bert}
@@ -27,6 +41,11 @@ MODEL=${MODEL:-$ROOT/tests/fixtures/bert/tiny_a}
 RTOL=${RTOL:-1e-4}
 COUNTS=${COUNTS:-1 2 4}
 ITERS=${ITERS:-30}
+MODES=${MODES:-dp zero1 zero2 zero3}
+SIZES=${SIZES:-base large}
+ZERO_BATCH=${ZERO_BATCH:-32}
+FIT_BATCHES=${FIT_BATCHES:-64 128 256 512 1024}
+TIME_LIMIT=${TIME_LIMIT:-560}
 W=${OUT:-$(mktemp -d)}
 mkdir -p "$W"
 JSONL=$W/multi_gpu.jsonl
@@ -57,45 +76,51 @@ counts_within() {
   done
 }
 read -r -a RUN_COUNTS <<<"$(counts_within | xargs)"
+# The fits' rank counts: by default the largest run (ZeRO's savings grow with the ranks), "" none.
+FIT_COUNTS=${FIT_COUNTS-$(printf '%s\n' "${RUN_COUNTS[@]}" | sort -n | tail -n 1)}
 
 status=0
 
 equivalence() {
-  local global=16 steps=20 lr=3e-4 n
+  local global=16 steps=20 lr=3e-4 n mode
   head -n 401 "$ROOT/data/sst2-sample/train.tsv" >"$W/train.tsv"
   head -n 65 "$ROOT/data/sst2-sample/dev.tsv" >"$W/dev.tsv"
   local common=(train --model "$MODEL" --train "$W/train.tsv" --dev "$W/dev.tsv" --text-column sentence
     --max-seq-len 64 --log-every 5 --lr "$lr" --warmup-ratio 0.1 --device cuda --precision fp32
     --save-total-limit 0 --max-steps "$steps" --eval-every "$steps")
-  echo "== (a) equivalence: fp32, $steps steps, global batch $global, dropout as in $MODEL/config.json =="
+  echo "== (a) equivalence: fp32, $steps steps, global batch $global, dropout as in $MODEL/config.json, modes $MODES =="
   if ! CUDA_VISIBLE_DEVICES=0 "$LOOM_BERT" "${common[@]}" --batch-size $global --output "$W/eq1" \
     >"$W/eq1.log" 2>&1; then
     echo "multi_gpu: the 1-GPU run failed: $(tail -n 3 "$W/eq1.log")"
     status=1
     return
   fi
-  for n in "${RUN_COUNTS[@]}"; do
-    [ "$n" -gt 1 ] || continue
-    if ! "${MPIRUN[@]}" -np "$n" "$LOOM_BERT" "${common[@]}" --batch-size $((global / n)) --parallel dp \
-      --output "$W/eq$n" >"$W/eq$n.log" 2>&1; then
-      echo "multi_gpu: the $n-rank run failed: $(grep -m1 'error' "$W/eq$n.log" || tail -n 3 "$W/eq$n.log")"
-      status=1
-      continue
-    fi
-    local verdict=pass report
-    # The attention key biases are held to the run's summed learning rates (steps x lr) instead, as in
-    # tests/cli/dp_cases.sh: their gradient is 0 in exact arithmetic, so Adam turns rounding noise into lr-sized steps.
-    report=$(python3 "$ROOT/scripts/compare_safetensors.py" "$W/eq1/checkpoint-$steps/model.safetensors" \
-      "$W/eq$n/checkpoint-$steps/model.safetensors" --rtol "$RTOL" --noise 'attention\.self\.key\.bias' \
-      --noise-atol "$(python3 -c "print($steps * $lr)")") || verdict=fail
-    [ $verdict = pass ] || status=1
-    echo "$n ranks vs 1 GPU: $verdict; $report"
-    local worst
-    worst=$(sed -n 's/.*worst relative difference \([^ ]*\) .*/\1/p' <<<"$report" | head -n 1)
-    printf '{"kind": "equivalence", "ranks": %d, "global_batch": %d, "steps": %d, "precision": "fp32", ' "$n" $global \
-      $steps >>"$JSONL"
-    printf '"rtol": %s, "worst_rel": %s, "pass": %s}\n' "$RTOL" "${worst:-null}" \
-      "$([ $verdict = pass ] && echo true || echo false)" >>"$JSONL"
+  for mode in $MODES; do
+    for n in "${RUN_COUNTS[@]}"; do
+      [ "$n" -gt 1 ] || continue
+      local run=eq.$mode.$n
+      if ! "${MPIRUN[@]}" -np "$n" "$LOOM_BERT" "${common[@]}" --batch-size $((global / n)) --parallel "$mode" \
+        --output "$W/$run" >"$W/$run.log" 2>&1; then
+        echo "multi_gpu: the $mode run on $n ranks failed: $(grep -m1 'error' "$W/$run.log" || tail -n 3 "$W/$run.log")"
+        status=1
+        continue
+      fi
+      local verdict=pass report
+      # The attention key biases are held to the run's summed learning rates (steps x lr) instead, as in
+      # tests/cli/dp_cases.sh: their gradient is 0 in exact arithmetic, so Adam turns rounding noise into lr-sized
+      # steps.
+      report=$(python3 "$ROOT/scripts/compare_safetensors.py" "$W/eq1/checkpoint-$steps/model.safetensors" \
+        "$W/$run/checkpoint-$steps/model.safetensors" --rtol "$RTOL" --noise 'attention\.self\.key\.bias' \
+        --noise-atol "$(python3 -c "print($steps * $lr)")") || verdict=fail
+      [ $verdict = pass ] || status=1
+      echo "$mode, $n ranks vs 1 GPU: $verdict; $report"
+      local worst
+      worst=$(sed -n 's/.*worst relative difference \([^ ]*\) .*/\1/p' <<<"$report" | head -n 1)
+      printf '{"kind": "equivalence", "mode": "%s", "ranks": %d, "global_batch": %d, "steps": %d, ' "$mode" "$n" \
+        $global $steps >>"$JSONL"
+      printf '"precision": "fp32", "rtol": %s, "worst_rel": %s, "pass": %s}\n' "$RTOL" "${worst:-null}" \
+        "$([ $verdict = pass ] && echo true || echo false)" >>"$JSONL"
+    done
   done
 }
 
@@ -115,31 +140,21 @@ scaling() {
   # One process without --parallel: what the data-parallel machinery costs at one rank.
   CUDA_VISIBLE_DEVICES=0 "$LOOM_BERT" bench --train --device cuda --precision bf16 --batch 64 --seq 128 \
     --iters "$ITERS" >"$W/loom.plain.out" 2>"$W/loom.plain.log" || echo "multi_gpu: loom without --parallel failed"
-  python3 - "$W" "$JSONL" "${RUN_COUNTS[@]}" <<'PY'
-import json, sys
+  BENCH_DIR=$ROOT/scripts/bench python3 - "$W" "$JSONL" "${RUN_COUNTS[@]}" <<'PY'
+import json, os, sys
+
+sys.path.insert(0, os.environ["BENCH_DIR"])
+from train_lines import train_lines
 
 w, jsonl, counts = sys.argv[1], sys.argv[2], [int(c) for c in sys.argv[3:]]
 
 
-def lines(path):
-    out = []
-    try:
-        for line in open(path):
-            at = line.find("{")  # mpirun may prefix a rank's line (--tag-output)
-            if at >= 0:
-                try:
-                    out.append(json.loads(line[at:]))
-                except json.JSONDecodeError:
-                    pass
-    except OSError:
-        pass
-    return out
 
 
 rows = []
 for n in counts:
-    loom = [j for j in lines(f"{w}/loom.{n}.out") if j.get("kind") == "train"]
-    torch = [j for j in lines(f"{w}/torch.{n}.out") if j.get("kind") == "train"]
+    loom = train_lines(f"{w}/loom.{n}.out")
+    torch = train_lines(f"{w}/torch.{n}.out")
     per_rank = sum(j["seq_per_s"] for j in loom) / len(loom) if len(loom) == n else None
     total = sum(j["seq_per_s"] for j in loom) if len(loom) == n else None
     t_total = torch[0]["seq_per_s"] if torch else None
@@ -157,7 +172,7 @@ for r in rows:
                             if one and one["loom_seq_per_s"] and r["loom_seq_per_s"] else None)
     r["torch_efficiency"] = (r["torch_seq_per_s"] / (n * one["torch_seq_per_s"])
                              if one and one["torch_seq_per_s"] and r["torch_seq_per_s"] else None)
-plain = [j for j in lines(f"{w}/loom.plain.out") if j.get("kind") == "train"]
+plain = train_lines(f"{w}/loom.plain.out")
 
 
 def f(v, spec):
@@ -183,7 +198,207 @@ with open(jsonl, "a") as out:
 PY
 }
 
+# capped SECONDS COMMAND...: COMMAND under `timeout SECONDS`, cut earlier at TIME_LIMIT (seconds after the script's
+# start; 0: none). Sets cut=1 (and returns 124) when the time limit, not SECONDS, stopped it or left it no time.
+cut=0
+capped() {
+  local limit=$1 by_time=0 rc
+  shift
+  cut=0
+  if [ "$TIME_LIMIT" -gt 0 ]; then
+    local left=$((TIME_LIMIT - SECONDS))
+    if [ "$left" -lt 20 ]; then
+      cut=1
+      return 124
+    fi
+    [ "$left" -ge "$limit" ] || { limit=$left; by_time=1; }
+  fi
+  timeout "$limit" "$@"
+  rc=$?
+  [ "$rc" != 124 ] || [ $by_time = 0 ] || cut=1
+  return $rc
+}
+
+# loom_zero NAME SIZE RANKS MODE BATCH ITERS: one `bench --train` under mpirun (random weights); every rank prints its
+# JSON line into $W/NAME.out, its log into $W/NAME.log. Succeeds when the run did and every rank printed its line.
+loom_zero() {
+  capped 300 "${MPIRUN[@]}" -np "$3" "$LOOM_BERT" bench --train --parallel "$4" --size "$2" --batch "$5" --seq 128 \
+    --iters "$6" --precision bf16 --device cuda --max-grad-norm 1 >"$W/$1.out" 2>"$W/$1.log" &&
+    [ "$(grep -c '"kind": "train"' "$W/$1.out")" -ge "$3" ]
+}
+
+# fsdp2 NAME SIZE RANKS BATCH ITERS: hf_bert_ddp.py --fsdp under torch.distributed.run; rank 0's line in $W/NAME.out.
+fsdp2() {
+  local large=()
+  [ "$2" != large ] || large=(--large)
+  capped 300 env PYTHONUNBUFFERED=1 python3 -m torch.distributed.run --standalone --nproc_per_node "$3" "$HF_DDP" \
+    --batch "$4" --seq 128 --iters "$5" "${large[@]}" --fsdp >"$W/$1.out" 2>"$W/$1.log" &&
+    grep -q '"kind": "train"' "$W/$1.out"
+}
+
+# why NAME: the reason a run failed, in one line (the time limit, or its first error line, or its log's last line).
+why() {
+  if [ "$cut" = 1 ]; then
+    echo "cut by TIME_LIMIT=$TIME_LIMIT s"
+  else
+    grep -m1 -i 'error' "$W/$1.log" || tail -n 1 "$W/$1.log"
+  fi
+}
+
+# fit IMPL SIZE RANKS MODE: the batches of FIT_BATCHES in order, 3 timed steps each, up to the first failure; writes
+# "LARGEST HOW" to $W/fit.SIZE.RANKS.MODE (IMPL fsdp2: MODE fsdp2), HOW: failed (the next batch failed), all (every
+# batch ran) or time (the time limit stopped the search); LARGEST 0 when none ran.
+fit() {
+  local impl=$1 size=$2 n=$3 mode=$4 b best=0 how=all name ran
+  for b in $FIT_BATCHES; do
+    name=fit.$size.$n.$mode.$b
+    ran=1
+    if [ "$impl" = loom ]; then
+      loom_zero "$name" "$size" "$n" "$mode" "$b" 3 || ran=0
+    else
+      fsdp2 "$name" "$size" "$n" "$b" 3 || ran=0
+    fi
+    if [ $ran = 0 ]; then
+      if [ "$cut" = 1 ]; then
+        how="time"
+        echo "multi_gpu: $size, $n rank(s), $mode: TIME_LIMIT=$TIME_LIMIT s reached at batch $b per rank"
+      else
+        how=failed
+        echo "multi_gpu: $size, $n rank(s), $mode: batch $b per rank does not run: $(why "$name")"
+      fi
+      break
+    fi
+    best=$b
+  done
+  echo "$best $how" >"$W/fit.$size.$n.$mode"
+}
+
+zero() {
+  local size n mode hidden layers heads inter
+  echo "== (c) ZeRO: bf16 training, batch $ZERO_BATCH per rank, seq 128, $ITERS timed steps; sizes $SIZES;" \
+    "modes $MODES; largest batches at ${FIT_COUNTS:-no} rank count(s) =="
+  for size in $SIZES; do
+    # BERT-base and -large as `bench --size` builds them, for `info`.
+    case $size in
+      base) hidden=768 layers=12 heads=12 inter=3072 ;;
+      large) hidden=1024 layers=24 heads=16 inter=4096 ;;
+      *) echo "multi_gpu: SIZES takes base and large, not $size" >&2; status=1; return ;;
+    esac
+    cat >"$W/$size.config.json" <<JSON
+{"architectures": ["BertForSequenceClassification"], "model_type": "bert", "vocab_size": 30522,
+ "hidden_size": $hidden, "num_hidden_layers": $layers, "num_attention_heads": $heads, "intermediate_size": $inter,
+ "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+ "max_position_embeddings": 512, "type_vocab_size": 2, "initializer_range": 0.02, "layer_norm_eps": 1e-12,
+ "pad_token_id": 0, "position_embedding_type": "absolute"}
+JSON
+  done
+  # The timed runs first (the fits take what time is left).
+  for size in $SIZES; do
+    for n in "${RUN_COUNTS[@]}"; do
+      for mode in $MODES; do
+        "$LOOM_BERT" info --config "$W/$size.config.json" --parallel "$mode" --ranks "$n" --batch "$ZERO_BATCH" \
+          --seq 128 --precision bf16 >"$W/plan.$size.$n.$mode" 2>&1 ||
+          echo "multi_gpu: info for $size, $mode on $n rank(s) failed: $(tail -n 1 "$W/plan.$size.$n.$mode")"
+        loom_zero "zero.$size.$n.$mode" "$size" "$n" "$mode" "$ZERO_BATCH" "$ITERS" ||
+          echo "multi_gpu: loom $size, $mode on $n rank(s) failed: $(why "zero.$size.$n.$mode")"
+      done
+      fsdp2 "zero.$size.$n.fsdp2" "$size" "$n" "$ZERO_BATCH" "$ITERS" ||
+        echo "multi_gpu: FSDP2 $size on $n GPU(s) failed: $(why "zero.$size.$n.fsdp2")"
+    done
+  done
+  for size in $SIZES; do
+    for n in $FIT_COUNTS; do
+      [[ " ${RUN_COUNTS[*]} " == *" $n "* ]] || continue
+      for mode in $MODES; do fit loom "$size" "$n" "$mode"; done
+      fit fsdp2 "$size" "$n" fsdp2
+    done
+  done
+  W=$W JSONL=$JSONL SIZES=$SIZES MODES=$MODES COUNTS="${RUN_COUNTS[*]}" ZERO_BATCH=$ZERO_BATCH ITERS=$ITERS \
+    BENCH_DIR=$ROOT/scripts/bench python3 - <<'PY'
+import json, os, re, sys
+
+sys.path.insert(0, os.environ["BENCH_DIR"])
+from train_lines import train_lines
+
+w, jsonl = os.environ["W"], os.environ["JSONL"]
+sizes, modes = os.environ["SIZES"].split(), os.environ["MODES"].split()
+counts, batch = [int(c) for c in os.environ["COUNTS"].split()], int(os.environ["ZERO_BATCH"])
+
+
+
+
+def plan_gib(path):
+    try:
+        for line in open(path):
+            m = re.search(r"total ([0-9.]+) MiB per rank", line)
+            if line.startswith("training") and m:
+                return float(m.group(1)) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def fit(path):
+    """(largest batch that ran or None, how: failed / all / time), or (None, None) when not searched."""
+    try:
+        best, how = open(path).read().split()
+    except (OSError, ValueError):
+        return None, None
+    return (int(best) or None), how
+
+
+def f(v, spec):
+    return format(v, spec) if v is not None else "-"
+
+
+def batch_text(best, how):
+    if how is None:
+        return "-"
+    if best is None:
+        return "-" if how == "time" else "none"
+    return str(best) if how == "failed" else f">={best}"
+
+
+out = open(jsonl, "a")
+for size in sizes:
+    print(f"\n{size}: loom bench --train --parallel MODE vs PyTorch FSDP2, bf16, batch {batch} per rank, seq 128")
+    print("| ranks | mode | loom step ms | loom seq/s | loom peak GiB/rank | plan GiB/rank | plan/peak "
+          "| loom max batch | fsdp2 seq/s | fsdp2 peak GiB | fsdp2 max batch |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for n in counts:
+        torch = train_lines(f"{w}/zero.{size}.{n}.fsdp2.out")
+        t = torch[0] if torch else {}
+        t_best, t_how = fit(f"{w}/fit.{size}.{n}.fsdp2")
+        for i, mode in enumerate(modes):
+            loom = train_lines(f"{w}/zero.{size}.{n}.{mode}.out")
+            ok = len(loom) >= n  # every rank's line
+            # Each rank reports its own step time and throughput: the step is the slowest rank's, the rows add up.
+            # The peak is the largest rank's (each rank reads the counters of its own GPU).
+            step = max(j["step_ms"] for j in loom) if ok else None
+            rate = sum(j["seq_per_s"] for j in loom) if ok else None
+            peak = max(j["peak_gib"] for j in loom) if ok else None
+            plan = plan_gib(f"{w}/plan.{size}.{n}.{mode}")
+            ratio = plan / peak if plan and peak else None
+            best, how = fit(f"{w}/fit.{size}.{n}.{mode}")
+            r = {"kind": "zero", "model": size, "ranks": n, "mode": mode, "batch_per_rank": batch, "seq": 128,
+                 "dtype": "bf16", "iters": int(os.environ["ITERS"]), "loom_step_ms": step, "loom_seq_per_s": rate,
+                 "loom_peak_gib": peak, "plan_gib": round(plan, 3) if plan else None,
+                 "plan_over_peak": round(ratio, 3) if ratio else None, "loom_max_batch": best, "loom_fit": how,
+                 "fsdp2_step_ms": t.get("step_ms"), "fsdp2_seq_per_s": t.get("seq_per_s"),
+                 "fsdp2_peak_gib": t.get("peak_gib"), "fsdp2_max_batch": t_best, "fsdp2_fit": t_how}
+            out.write(json.dumps(r) + "\n")
+            # FSDP2 has no modes: its figures stand on the first row of each rank count.
+            torch_cells = (f"{f(t.get('seq_per_s'), '.1f')} | {f(t.get('peak_gib'), '.2f')} "
+                           f"| {batch_text(t_best, t_how)}" if i == 0 else " | | ")
+            print(f"| {n} | {mode} | {f(step, '.2f')} | {f(rate, '.1f')} | {f(peak, '.2f')} | {f(plan, '.2f')} "
+                  f"| {f(ratio, '.3f')} | {batch_text(best, how)} | {torch_cells} |")
+print("max batch: FIT_BATCHES tried in order (3 steps each) up to the first failure; >=B: every batch ran or the time "
+      "limit came first; none: not even the first; -: not measured")
+PY
+}
+
 [ "${SKIP_EQUIV:-0}" = 1 ] || equivalence
 [ "${SKIP_SCALING:-0}" = 1 ] || scaling
+[ "${SKIP_ZERO:-0}" = 1 ] || zero
 echo "multi_gpu: JSON lines in $JSONL"
 exit $status

@@ -5,21 +5,21 @@
 #   equivalence  20 AdamW steps of the tiny_a fixture (fp32) on 1 process and on 2 and 4 ranks with the same global
 #                batch end with parameters equal within 1e-5 relative per tensor: dropout on and off, with and without
 #                accumulation, and with LoRA; 43 rows, so the last batch is short and one of 4 ranks has no row in it.
-#                Each with --parallel dp and zero1 (ZeRO stage 1: the optimizer state compared per parameter, as the
+#                Each with --parallel dp and zero1-3 (ZeRO: the optimizer state compared per parameter, as the
 #                shard files of 1, 2 and 4 ranks differ).
 #                A run with another seed must fail the same comparison (the check can fail).
-#   world1       --parallel dp and zero1 without mpirun are a world of one: byte-identical to the plain run
+#   world1       --parallel dp and zero1-3 without mpirun are a world of one: byte-identical to the plain run
 #   resize       a run saved at 2 ranks resumes at 4 (same rows per micro-batch) and ends as the 2-rank run does
 #   preempt      SIGTERM to the ranks (what Slurm sends): every rank finishes its step, one checkpoint is written,
 #                exit status 75; --resume continues bit for bit (same final checkpoint as the uninterrupted run);
 #                --resume of the finished run says so with its figures and trains nothing
-#   kill         a rank killed with SIGKILL: the job ends non-zero within 60 s (dp and zero1)
+#   kill         a rank killed with SIGKILL: the job ends non-zero within 60 s (dp and zero1-3)
 #   hang         a rank that stops responding (SIGSTOP): the other ends within --comm-timeout + a few seconds, its one
-#                error line naming itself, the collective, the step and the rank that does not respond (dp and zero1)
+#                error line naming itself, the collective, the step and the rank that does not respond (dp and zero1-3)
 #   mismatch     ranks started with different flags (--seed) are refused before training: exit 2, one line naming the rank
 #                and the flag; no checkpoint is written
-#   reshard      a zero1 checkpoint of 4 ranks (4 optimizer shards) resumes at 2 ranks with zero1, at 2 with dp and in
-#                one process, each ending within 1e-5 of the uninterrupted 4-rank run; a checkpoint with a shard
+#   reshard      a zero3 checkpoint of 4 ranks (4 optimizer shards) resumes at 2 ranks with zero3, zero2, zero1 and dp,
+#                and in one process, each ending within 1e-5 of the uninterrupted 4-rank run; a checkpoint with a shard
 #                missing is refused on every rank, naming the file
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/mpi_case_env.sh" dp_cases "$@"
@@ -60,7 +60,7 @@ case_equivalence() {
       local tag=${model}_a$accum
       run_ok "$W/$tag.1.log" "$LOOM_BERT" $(common $model) --max-steps 20 --eval-every 20 --batch-size 8 \
         --grad-accum $accum --output "$W/$tag.1"
-      for mode in dp zero1; do
+      for mode in dp zero1 zero2 zero3; do
         for n in 2 4; do
           local out="$W/$tag.$mode.$n"
           run_ok "$out.log" "${MPIRUN[@]}" -np $n "$LOOM_BERT" $(common $model) --max-steps 20 --eval-every 20 \
@@ -80,7 +80,7 @@ case_equivalence() {
   # LoRA (adapters and the head trainable, the rest frozen: buckets of adapter spans only), dropout on.
   run_ok "$W/lora.1.log" "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 20 --batch-size 8 --lora-r 4 \
     --output "$W/lora.1"
-  for mode in dp zero1; do
+  for mode in dp zero1 zero2 zero3; do
     run_ok "$W/lora.$mode.log" "${MPIRUN[@]}" -np 4 "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 20 \
       --batch-size 2 --lora-r 4 --parallel $mode --output "$W/lora.$mode"
     compare "$W/lora.1/checkpoint-20/model.safetensors" "$W/lora.$mode/checkpoint-20/model.safetensors" ||
@@ -91,25 +91,25 @@ case_equivalence() {
     --output "$W/seed"
   if compare "$W/dropout_a1.1/checkpoint-20/model.safetensors" "$W/seed/checkpoint-20/model.safetensors" >/dev/null
   then fail "a run with another seed passed the equivalence check: the check cannot fail"; fi
-  echo "dp_cases equivalence: 1 = 2 = 4 ranks with dp and zero1 (dropout on/off, accumulation 1/2, clipping, LoRA)" \
+  echo "dp_cases equivalence: 1 = 2 = 4 ranks with dp and zero1-3 (dropout on/off, accumulation 1/2, clipping, LoRA)" \
     "within 1e-5, optimizer state too; another seed differs"
 }
 
 case_reshard() {
   run_ok "$W/z4.log" "${MPIRUN[@]}" -np 4 "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 10 --batch-size 2 \
-    --parallel zero1 --output "$W/z4"
+    --parallel zero3 --output "$W/z4"
   [ -f "$W/z4/checkpoint-10/optimizer-3-of-4.safetensors" ] || fail "no 4-way sharded checkpoint-10"
   local to
-  for to in "2 zero1" "2 dp" "1 none"; do
+  for to in "2 zero3" "2 zero2" "2 zero1" "2 dp" "1 none"; do
     set -- $to
     local n=$1 mode=$2 out="$W/from4_$1_$2" launch=()
     [ "$n" = 1 ] || launch=("${MPIRUN[@]}" -np "$n")
     run_ok "$out.log" "${launch[@]}" "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 10 \
       --batch-size $((8 / n)) --parallel "$mode" --resume "$W/z4/checkpoint-10" --output "$out"
     compare "$W/z4/checkpoint-20/model.safetensors" "$out/checkpoint-20/model.safetensors" ||
-      fail "saved by zero1 at 4 ranks, resumed by $mode at $n: other parameters at step 20"
+      fail "saved by zero3 at 4 ranks, resumed by $mode at $n: other parameters at step 20"
     compare "$W/z4/checkpoint-20" "$out/checkpoint-20" ||
-      fail "saved by zero1 at 4 ranks, resumed by $mode at $n: another optimizer state at step 20"
+      fail "saved by zero3 at 4 ranks, resumed by $mode at $n: another optimizer state at step 20"
   done
   # A checkpoint that lost a shard is refused before training, on every rank, naming the file.
   cp -r "$W/z4/checkpoint-10" "$W/torn"
@@ -120,7 +120,7 @@ case_reshard() {
   [ $rc != 0 ] || fail "a checkpoint without optimizer-2-of-4.safetensors was resumed"
   grep -q "optimizer-2-of-4.safetensors" "$W/torn.log" ||
     fail "the refusal does not name the shard: $(cat "$W/torn.log")"
-  echo "dp_cases reshard: zero1 at 4 ranks -> zero1 at 2, dp at 2, one process: within 1e-5 at step 20;" \
+  echo "dp_cases reshard: zero3 at 4 ranks -> zero3, zero2, zero1, dp at 2, one process: within 1e-5 at step 20;" \
     "a lost shard is refused"
 }
 
@@ -128,7 +128,7 @@ case_world1() {
   run_ok "$W/plain.log" "$LOOM_BERT" $(common dropout) --max-steps 12 --eval-every 6 --batch-size 8 --grad-accum 2 \
     --output "$W/plain"
   local mode f
-  for mode in dp zero1; do
+  for mode in dp zero1 zero2 zero3; do
     run_ok "$W/$mode.log" "$LOOM_BERT" $(common dropout) --max-steps 12 --eval-every 6 --batch-size 8 --grad-accum 2 \
       --parallel $mode --output "$W/$mode"
     for f in model.safetensors optimizer-0-of-1.safetensors; do
@@ -136,7 +136,7 @@ case_world1() {
         fail "--parallel $mode alone differs from the plain run: $f"
     done
   done
-  echo "dp_cases world1: --parallel dp and zero1 without mpirun are byte-identical to the plain run"
+  echo "dp_cases world1: --parallel dp, zero1, zero2, zero3 without mpirun are byte-identical to the plain run"
 }
 
 case_resize() {
@@ -233,10 +233,10 @@ signal_rank1() {
   [ $RC != 0 ] || fail "the job survived SIG$sig to rank 1 with exit 0"
 }
 
-# Both with dp (all-reduces) and zero1 (reduce-scatters and all-gathers).
+# With dp (all-reduces) and zero1-3 (reduce-scatters and all-gathers).
 case_kill() {
   local mode
-  for mode in dp zero1; do
+  for mode in dp zero1 zero2 zero3; do
     signal_rank1 KILL $mode "$W/k.$mode"
     [ $TOOK -le 60 ] || fail "$mode: the job took $TOOK s to end after rank 1 was killed"
     echo "dp_cases kill: $mode: rank 1 SIGKILLed -> the job ended with status $RC after $TOOK s"
@@ -245,7 +245,7 @@ case_kill() {
 
 case_hang() {
   local mode
-  for mode in dp zero1; do
+  for mode in dp zero1 zero2 zero3; do
     signal_rank1 STOP $mode "$W/h.$mode" --comm-timeout 5
     [ $TOOK -le 30 ] || fail "$mode: the job took $TOOK s to end after rank 1 stopped (--comm-timeout 5)"
     grep -Eq "^loom-bert: error: rank 0: .*step [0-9]+.*rank 1 does not respond" "$W/h.$mode.log" ||

@@ -98,17 +98,15 @@ class linear {
   }
   /// Binds the weight views (after the store's buffer was allocated or moved).
   void bind(const param_store<T, Device>& store) {
-    w_ = store.fused(store.flat(), spec_.modules.front() + ".weight", {local_out(), local_in()});
-    b_ = store.fused(store.flat(), spec_.modules.front() + ".bias", {local_out()});
+    w_ = store.fused_value(spec_.modules.front() + ".weight", {local_out(), local_in()});
+    b_ = store.fused_value(spec_.modules.front() + ".bias", {local_out()});
   }
   /// Binds the gradient views; a frozen weight or bias (every block frozen) gets an empty view, which backward
   /// skips.
   void bind_grads(const param_store<T, Device>& store) {
-    dw_ = trainable(store, ".weight") ? store.fused(store.flat_grads(), spec_.modules.front() + ".weight",
-                                                    {local_out(), local_in()})
+    dw_ = trainable(store, ".weight") ? store.fused_grad(spec_.modules.front() + ".weight", {local_out(), local_in()})
                                       : tensor_t{};
-    db_ = trainable(store, ".bias") ? store.fused(store.flat_grads(), spec_.modules.front() + ".bias", {local_out()})
-                                    : tensor_t{};
+    db_ = trainable(store, ".bias") ? store.fused_grad(spec_.modules.front() + ".bias", {local_out()}) : tensor_t{};
   }
   /// Whether any block's weight is trainable (backward then needs this layer's input).
   bool weight_trainable(const param_store<T, Device>& store) const { return trainable(store, ".weight"); }

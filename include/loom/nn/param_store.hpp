@@ -81,6 +81,7 @@ class param_store {
   /// Allocates the gradient buffer (same layout) on first use, zero-filled: gradients of frozen parameters are
   /// never written, so they stay 0.
   void allocate_grads() {
+    if (!grad_places_.empty()) return;  // placed elsewhere (place_grads): no flat gradient buffer
     if (grads_.numel() != values_.numel()) {
       grads_ = tensor<T, Device>(values_.extents());
       assign(grads_, 0.0);
@@ -177,6 +178,43 @@ class param_store {
     return at;
   }
 
+  /// The gradients of the parameters in [begin, end) of the layout live in `base` (element i at base[i - begin])
+  /// instead of a flat gradient buffer: ZeRO-2 gives the units buffers that backward reuses, so the whole gradient
+  /// never exists at once. Once anything is placed, allocate_grads() allocates nothing and flat_grads() is empty:
+  /// place every unit's span. Views bound before (grad()) are stale: version() changes.
+  void place_grads(index_t begin, index_t end, const tensor<T, Device>& base) {
+    LOOM_CHECK(begin >= 0 && begin <= end && end - begin <= base.numel() && base.is_contiguous(),
+               "param_store: place_grads needs a contiguous buffer of at least the range's size");
+    grads_ = {};
+    grad_places_.push_back({begin, end, base});
+    ++version_;
+  }
+  /// Whether the gradients were placed (place_grads) rather than kept in one flat buffer.
+  bool grads_placed() const { return !grad_places_.empty(); }
+
+  /// The values of the parameters in [begin, end) live in `base` (element i at base[i - begin]): ZeRO-3 gathers
+  /// each unit into one of a few reused buffers just before it is used. The flat buffer stays until
+  /// release_values(). Views bound before (get()) are stale: version() changes.
+  void place_values(index_t begin, index_t end, const tensor<T, Device>& base) {
+    LOOM_CHECK(begin >= 0 && begin <= end && end - begin <= base.numel() && base.is_contiguous(),
+               "param_store: place_values needs a contiguous buffer of at least the range's size");
+    value_places_.push_back({begin, end, base});
+    ++version_;
+  }
+  /// Frees the flat parameter buffer once every unit's values are placed (flat() is empty after it).
+  void release_values() {
+    LOOM_CHECK(!value_places_.empty(), "param_store: release_values before the values were placed");
+    values_ = {};
+    ++version_;
+  }
+  /// Undoes place_values: a flat buffer again (contents undefined: the caller fills it), views to be rebound.
+  void unplace_values() {
+    value_places_.clear();
+    values_ = tensor<T, Device>({padded_size()});
+    ++version_;
+  }
+  bool values_placed() const { return !value_places_.empty(); }
+
   /// Number of trainable elements.
   index_t trainable_size() const {
     index_t n = 0;
@@ -185,6 +223,8 @@ class param_store {
     return n;
   }
   bool allocated() const { return values_.numel() > 0; }
+  /// Elements of the flat layout (what flat() holds once allocated; also when ZeRO-3 released it).
+  index_t layout_size() const { return padded_size(); }
 
   const std::vector<param_info>& params() const { return params_; }
   const param_info& info(const std::string& name) const { return params_[find(name)]; }
@@ -193,11 +233,18 @@ class param_store {
   const tensor<T, Device>& flat() const { return values_; }
   const tensor<T, Device>& flat_grads() const { return grads_; }
 
-  /// The parameter as a tensor view into the flat buffer.
-  tensor<T, Device> get(const std::string& name) const { return view(values_, info(name)); }
-  tensor<T, Device> grad(const std::string& name) const {
-    LOOM_CHECK(grads_.numel() > 0, "param_store: gradients not allocated (call allocate_grads())");
-    return view(grads_, info(name));
+  /// The parameter as a tensor view into the flat buffer (or the buffer placed for it: place_values).
+  tensor<T, Device> get(const std::string& name) const { return fused_value(name, info(name).extents); }
+  /// Consecutive parameters starting at `first` (registered packed) as one tensor of shape `extents`, from the
+  /// flat buffer or the buffer placed for them.
+  tensor<T, Device> fused_value(const std::string& first, const shape& extents) const {
+    return resolve(value_places_, values_, first, extents, "values");
+  }
+  tensor<T, Device> grad(const std::string& name) const { return fused_grad(name, info(name).extents); }
+  /// The gradients of consecutive parameters starting at `first` (registered packed) as one tensor of shape
+  /// `extents`, from the flat gradient buffer or the buffer placed for them (place_grads).
+  tensor<T, Device> fused_grad(const std::string& first, const shape& extents) const {
+    return resolve(grad_places_, grads_, first, extents, "gradients");
   }
   /// Consecutive parameters starting at `first` (registered packed) as one tensor of shape `extents`.
   tensor<T, Device> fused(const tensor<T, Device>& buffer, const std::string& first, const shape& extents) const {
@@ -207,6 +254,22 @@ class param_store {
   }
 
  private:
+  struct place {
+    index_t begin, end;
+    tensor<T, Device> base;
+  };
+  // The view of [first's offset, + extents) in the buffer placed for it, or in `flat` when nothing is placed.
+  tensor<T, Device> resolve(const std::vector<place>& places, const tensor<T, Device>& flat, const std::string& first,
+                            const shape& extents, const char* what) const {
+    const param_info& p = info(first);
+    for (const auto& g : places)
+      if (p.offset >= g.begin && p.offset + extents.numel() <= g.end)
+        return g.base.slice(0, p.offset - g.begin, p.offset - g.begin + extents.numel()).reshape(extents);
+    LOOM_CHECK(places.empty(), std::string("param_store: no buffer placed for the ") + what + " of '" + first + "'");
+    LOOM_CHECK(flat.numel() > 0, std::string("param_store: ") + what + " not allocated");
+    return fused(flat, first, extents);
+  }
+
   // The end of the unit whose last parameter is params_[last]: its first parameter's offset plus its length rounded
   // up to the unit multiple.
   index_t unit_end(std::size_t last) const {
@@ -246,6 +309,7 @@ class param_store {
   std::map<std::string, std::size_t> index_;
   index_t size_ = 0;
   index_t unit_multiple_ = align;
+  std::vector<place> grad_places_, value_places_;
   std::uint64_t version_ = 0;
   tensor<T, Device> values_, grads_;
 };

@@ -132,16 +132,39 @@ class flat_optimizer {
   /// Copies the model's parameters into the master weights (after loading a checkpoint into the model).
   void reload_master() {
     if constexpr (has_master) {
+      if (packed_params_.numel() > 0) {
+        assign(master_, cast<float>(packed_params_));
+        return;
+      }
       if (!shard_.sharded()) {
         master_ = cast<float>(params_);
         return;
       }
+      if (params_.numel() == 0) return;  // ZeRO-3: from the packed parameters (use_packed_params)
       for (const detail::state_piece& p : shard_.pieces)
         assign(master_.slice(0, p.state, p.state + (p.end - p.begin)), cast<float>(params_.slice(0, p.begin, p.end)));
     }
   }
   /// Where this rank's state lives (empty: unsharded, the state has the parameters' layout).
   const state_sharding& sharding() const { return shard_; }
+  /// ZeRO-2: the gradients are this rank's packed shard (`grads`: state_sharding::local_size elements, laid out as
+  /// the state), not the store's flat gradient buffer.
+  void use_packed_grads(const tensor<grad_t, Device>& grads) {
+    LOOM_CHECK(shard_.sharded() && grads.numel() == shard_.local_size && grads.is_contiguous(),
+               "optimizer: packed gradients need a sharded state of the same size");
+    LOOM_CHECK(reinterpret_cast<std::uintptr_t>(grads.data()) % 16 == 0, "optimizer: gradients must be 16-byte aligned");
+    packed_grads_ = grads;
+  }
+  /// ZeRO-3: the parameters are this rank's packed shard too (`params`: local_size elements laid out as the state;
+  /// the store's flat buffer was released). The master weights are taken from it.
+  void use_packed_params(const tensor<param_t, Device>& params) {
+    LOOM_CHECK(shard_.sharded() && params.numel() == shard_.local_size && params.is_contiguous(),
+               "optimizer: packed parameters need a sharded state of the same size");
+    LOOM_CHECK(reinterpret_cast<std::uintptr_t>(params.data()) % 16 == 0,
+               "optimizer: parameters must be 16-byte aligned");
+    packed_params_ = params;
+    reload_master();
+  }
   /// The work list: one entry per (at most chunk_elements) piece of trainable, equally decayed elements.
   const std::vector<detail::chunk>& chunks() const { return chunks_; }
 
@@ -150,7 +173,8 @@ class flat_optimizer {
   flat_optimizer(nn::param_store<param_t, Device>& store, const std::vector<flat_range>& decay, index_t chunk_elements,
                  state_sharding shard = {})
       : params_(store.flat()), store_(&store), shard_(std::move(shard)) {
-    LOOM_CHECK(store.allocated(), "optimizer: allocate the param_store (and load its weights) first");
+    LOOM_CHECK(store.allocated() || store.values_placed(),
+               "optimizer: allocate the param_store (and load its weights) first");
     store.allocate_grads();
     grads_ = store.flat_grads();
     std::vector<flat_range> trainable;
@@ -161,8 +185,9 @@ class flat_optimizer {
                                             std::to_string(d.end) + ") past the parameters' end " +
                                             std::to_string(store.size()));
     if (shard_.sharded()) {
+      const index_t layout_end = store.layout_size();  // also after ZeRO-3 released the flat buffer
       for (const detail::state_piece& p : shard_.pieces)
-        LOOM_CHECK(p.begin >= 0 && p.begin <= p.end && p.end <= params_.numel() && p.state >= 0 &&
+        LOOM_CHECK(p.begin >= 0 && p.begin <= p.end && p.end <= layout_end && p.state >= 0 &&
                        p.state + (p.end - p.begin) <= shard_.local_size,
                    "optimizer: a state piece lies outside the parameter or state buffers");
       chunks_ = detail::make_sharded_chunks(trainable, decay, chunk_elements, shard_.pieces);
@@ -202,9 +227,11 @@ class flat_optimizer {
     LOOM_CHECK(lr >= 0 && lr - lr == 0, "optimizer: learning rate must be finite and >= 0, got " + std::to_string(lr));
     check_layout();
     detail::flat_buffers<param_t, grad_t, NS> b;
-    b.param = params_.data();
+    b.param = packed_params_.numel() > 0 ? packed_params_.data() : params_.data();
     b.master = has_master ? master_.data() : nullptr;
-    b.grad = grads_.data();
+    b.grad = grad_data();
+    b.grad_at_state = packed_grads_.numel() > 0;
+    b.param_at_state = packed_params_.numel() > 0;
     for (int k = 0; k < NS; ++k) b.state[k] = state[k]->data();
     if constexpr (std::is_same_v<Device, host>) {
       detail::host_flat_step(rule, b, chunks_, *scalars_ptr(), lr);
@@ -229,13 +256,14 @@ class flat_optimizer {
   void inspect(detail::inspect_request r) {
     check_layout();
     if constexpr (std::is_same_v<Device, host>) {
-      double sumsq = r.reduce ? detail::host_sum_squares(grads_.data(), chunks_) : scalars_ptr()->sumsq;
+      double sumsq =
+          r.reduce ? detail::host_sum_squares(grad_data(), chunks_, packed_grads_.numel() > 0) : scalars_ptr()->sumsq;
       if (r.reduce && shard_.sum_squares) shard_.sum_squares(&sumsq);
       detail::finalize_inspection(*scalars_ptr(), sumsq, r);
     } else {
 #if LOOM_CUDA_COMPILER
-      detail::cuda_inspect(grads_.data(), chunk_ptr(), static_cast<index_t>(chunks_.size()), partials_.data(),
-                           scalars_ptr(), r, &shard_.sum_squares);
+      detail::cuda_inspect(grad_data(), chunk_ptr(), static_cast<index_t>(chunks_.size()), partials_.data(),
+                           scalars_ptr(), r, &shard_.sum_squares, packed_grads_.numel() > 0);
 #else
       static_assert(!std::is_same_v<Device, Device>, "loom: optimizers on CUDA need an nvcc-compiled translation unit");
 #endif
@@ -243,6 +271,7 @@ class flat_optimizer {
     inspected_ = true;
   }
 
+  const grad_t* grad_data() const { return packed_grads_.numel() > 0 ? packed_grads_.data() : grads_.data(); }
   detail::step_scalars* scalars_ptr() const { return reinterpret_cast<detail::step_scalars*>(scalars_.data()); }
   const detail::chunk* chunk_ptr() const { return reinterpret_cast<const detail::chunk*>(chunk_table_.data()); }
   detail::step_scalars read_scalars() const {
@@ -264,6 +293,8 @@ class flat_optimizer {
  private:
   const nn::param_store<param_t, Device>* store_;  // must outlive the optimizer (the model owns it)
   state_sharding shard_;
+  tensor<grad_t, Device> packed_grads_;  // ZeRO-2 (use_packed_grads); empty: the store's flat gradients
+  tensor<param_t, Device> packed_params_;  // ZeRO-3 (use_packed_params); empty: the store's flat parameters
   std::uint64_t version_ = 0;
   std::vector<detail::chunk> chunks_;
   tensor<std::uint8_t, Device> chunk_table_, scalars_;

@@ -50,7 +50,11 @@ struct data_parallel_options {
   double bucket_mb = 25;  ///< gradient bytes per bucket (as reduced: fp32 for widened 16-bit gradients)
   reduce_dtype reduce = reduce_dtype::automatic;
   /// ZeRO stage: 0 plain data parallelism (everything replicated); 1 the optimizer state sharded (each rank steps
-  /// its shard of every unit: gradients reduce-scattered, updated parameters all-gathered).
+  /// its shard of every unit: gradients reduce-scattered, updated parameters all-gathered); 2 the gradients too
+  /// (backward writes each unit's gradients into one of a few reused buffers, reduce-scattered at once into this
+  /// rank's shard, which accumulates the micro-batches); 3 the parameters too (each rank keeps its shard of every
+  /// unit; a unit is all-gathered into one of a few reused buffers just before its forward and its backward, the
+  /// next unit's gather prefetched on the communication stream).
   int stage = 0;
 };
 
@@ -83,8 +87,8 @@ class data_parallel {
         grads_(std::make_unique<grad_comm_t>(std::move(grads))),
         o_(o) {
     LOOM_CHECK(o_.bucket_mb > 0, "--bucket-mb must be positive");
-    LOOM_CHECK(o_.stage >= 0 && o_.stage <= 1, "data_parallel: ZeRO stage " + std::to_string(o_.stage) +
-                                                   " is not one of 0 (data parallel) and 1");
+    LOOM_CHECK(o_.stage >= 0 && o_.stage <= 3, "data_parallel: ZeRO stage " + std::to_string(o_.stage) +
+                                                   " is not one of 0 (data parallel) to 3");
     // ZeRO reduces in the gradients' type, as DeepSpeed and FSDP do by default (and as a world of one does here).
     LOOM_CHECK(o_.stage == 0 || !widen || o_.reduce != reduce_dtype::fp32,
                "--reduce-dtype fp32 is data parallel's (--parallel dp); ZeRO reduces 16-bit gradients in their type");
@@ -122,10 +126,11 @@ class data_parallel {
   /// Plans the buckets over `store`'s gradient buffer (allocated here if it is not yet). Call again whenever the
   /// layout or the trainable flags change (store.version()); cheap when nothing did.
   void attach(nn::param_store<G, Device>& store) {
-    store.allocate_grads();
+    if (stage() < 2) store.allocate_grads();  // ZeRO-2 places the gradients in its own buffers instead
     if (attached_version_ == store.version() && flat_.data() == store.flat_grads().data()) return;
     flat_ = store.flat_grads();
     params_ = store.flat();
+    layout_size_ = store.layout_size();
     int layers = 0;
     for (const unit& u : store.units())
       if (u.kind == unit_kind::layer || u.kind == unit_kind::adapter) layers = std::max(layers, u.index + 1);
@@ -138,6 +143,15 @@ class data_parallel {
       backward_units_.clear();
       for (const unit& u : backward_order(layers))
         if (map_.find(u)) backward_units_.push_back(unit_index(u));
+      if (stage() >= 2) {
+        LOOM_CHECK(!store.grads_placed(), "data_parallel: the store's gradients were placed already (attach once)");
+        place_gradients(store);
+        flat_ = store.flat_grads();  // empty: no flat gradient buffer under ZeRO-2
+      }
+      if (stage() >= 3) {
+        place_parameters(store, layers);
+        params_ = {};  // the flat buffer is gone: this rank keeps its shards (packed_params) only
+      }
       attached_version_ = store.version();
       reset();
       return;
@@ -165,11 +179,35 @@ class data_parallel {
   /// per optimizer step, like DDP's no_sync() on the micro-batches before the last).
   void set_sync(bool on) { sync_ = on; }
 
-  void before_forward(const unit&) {}
-  void before_backward(const unit&) {}
+  /// ZeRO-3: u's parameters are gathered (waited for), and the next unit's gather starts.
+  void before_forward(const unit& u) {
+    if (stage() < 3) return;
+    if (u.kind == unit_kind::embeddings) in_backward_ = false;  // a forward pass starts
+    const std::size_t k = unit_index(u);
+    use_unit(k);
+    // Not while backward recomputes a layer's forward: the next unit in forward order was just used.
+    if (!in_backward_ && next_forward_[k] >= 0) gather_unit(static_cast<std::size_t>(next_forward_[k]));
+  }
+  /// ZeRO-2: the buffer u's gradients go to must be free (its previous unit's reduce-scatter done and folded in).
+  /// ZeRO-3: u's parameters are gathered again (unless still there), the unit below prefetched.
+  void before_backward(const unit& u) {
+    if (stage() < 2) return;
+    const std::size_t k = unit_index(u);
+    if (slot_of_[k] >= 0) free_slot(slot_of_[k]);
+    if (stage() < 3) return;
+    in_backward_ = true;
+    use_unit(k);
+    if (next_backward_[k] >= 0) gather_unit(static_cast<std::size_t>(next_backward_[k]));
+  }
   void after_use(const unit&) {}
   void grads_ready(const unit& u, const ranges& r) {
-    if (!active() || !sync_) return;
+    if (!active()) return;
+    if (stage() >= 2) {
+      // Every micro-batch: the reused buffer must be emptied before the next unit writes it.
+      if (!r.empty()) scatter_slot(unit_index(u));
+      return;
+    }
+    if (!sync_) return;
     if (stage() > 0) {
       if (!r.empty()) scatter_unit(unit_index(u));
       return;
@@ -184,8 +222,31 @@ class data_parallel {
   /// Launches every bucket not launched yet (all of them when this rank ran no backward in the step), then orders the
   /// compute stream after every reduction, and rounds widened buckets back into the gradient buffer. After it the
   /// gradient buffer holds the sum over ranks on every rank.
+  /// A micro-batch in which this rank has no rows (the short last batch of an epoch): ZeRO-2 reduces every
+  /// micro-batch, so the rank joins each unit's reduce-scatter with zeros. Nothing to do for stages 0 and 1.
+  void no_backward() {
+    if (stage() < 2) return;
+    for (std::size_t k : backward_units_) {
+      if (slot_of_[k] < 0) continue;
+      free_slot(slot_of_[k]);
+      const unit_shard& u = map_.units()[k];
+      assign(slots_[slot_of_[k]].slice(0, 0, u.end - u.begin), 0.0);
+      scatter_slot(k);
+    }
+  }
+
+  /// ZeRO-2: this rank's shard of the step's reduced gradients (packed as the optimizer state; see
+  /// optim::flat_optimizer::use_packed_grads).
+  const tensor<G, Device>& packed_grads() const { return packed_grads_; }
+
   void finish_gradients() {
     if (!active()) return;
+    if (stage() >= 2) {
+      for (std::size_t s = 0; s < slots_.size(); ++s) free_slot(static_cast<int>(s));
+      std::fill(folded_.begin(), folded_.end(), false);
+      reset();
+      return;
+    }
     if (stage() > 0) {
       for (std::size_t k : backward_units_)
         if (unit_trainable_[k] && !unit_launched_[k]) scatter_unit(k);
@@ -212,6 +273,10 @@ class data_parallel {
   /// (in place) so that every rank holds the whole model again. Nothing for plain data parallelism.
   void finish_step() {
     if (stage() == 0) return;
+    if (stage() >= 3) {
+      params_changed();  // the optimizer updated the shards in place: every gathered copy is stale
+      return;
+    }
     grads_->order_after_compute();
     for (std::size_t k = 0; k < map_.units().size(); ++k) {
       if (!unit_trainable_[k]) continue;
@@ -239,29 +304,59 @@ class data_parallel {
     return s;
   }
   const shard_map& shards() const { return map_; }
+  /// ZeRO-3: this rank's shard of the parameters (packed as the optimizer state; optim::use_packed_params).
+  const tensor<G, Device>& packed_params() const { return packed_params_; }
+  /// ZeRO-3: the shards changed outside a step (a checkpoint loaded): the gathered copies are stale.
+  void params_changed() {
+    std::fill(value_holder_.begin(), value_holder_.end(), -1);
+  }
+  /// Collective, ZeRO-3: gives `store` a whole flat parameter buffer again, gathered from the shards, and drops the
+  /// reused buffers: the model is an ordinary replicated one afterwards (merging LoRA, writing the final model).
+  /// Training must not continue after it.
+  void unshard(nn::param_store<G, Device>& store) {
+    if (stage() < 3) return;
+    store.unplace_values();
+    const tensor<G, Device> flat = store.flat();
+    assign(flat, 0.0);
+    for (const unit_shard& u : map_.units())
+      assign(flat.slice(0, u.shard_begin(rank()), u.shard_begin(rank()) + u.per_rank),
+             packed_params_.slice(0, u.local, u.local + u.per_rank));
+    grads_->order_after_compute();
+    for (const unit_shard& u : map_.units()) {
+      G* p = flat.data() + u.begin;
+      grads_->all_gather(p + u.per_rank * rank(), p, static_cast<std::size_t>(u.per_rank));
+    }
+    grads_->compute_waits();
+    value_slots_.clear();
+  }
 
-  /// Collective (ZeRO): a sharded fp32 state buffer (this rank's packed pieces, see optimizer_sharding) gathered
-  /// into the flat layout on every rank's host.
-  tensor<float, host> gather_state(const tensor<float, Device>& local) {
+  /// Collective (ZeRO): a sharded state buffer (this rank's packed pieces, see optimizer_sharding; fp32 state or
+  /// ZeRO-3's parameters) gathered into the flat layout, as fp32, on every rank's host.
+  template <class U>
+  tensor<float, host> gather_state(const tensor<U, Device>& local) {
     LOOM_CHECK(stage() > 0 && local.numel() == map_.local_size(), "gather_state: not a ZeRO shard of this model");
-    const tensor<float, host> mine = to<host>(local);
+    const tensor<U, host> packed = to<host>(local);
+    tensor<float, host> mine({packed.numel()});
+    for (index_t i = 0; i < packed.numel(); ++i) mine.data()[i] = convert<float>(packed.data()[i]);
     const index_t n = map_.local_size();
     tensor<float, host> all({n * size()});
     control_->all_gather(mine.data(), all.data(), static_cast<std::size_t>(n));
-    tensor<float, host> flat({params_.numel()});
+    tensor<float, host> flat({layout_size_});
     assign(flat, 0.0);
     for (const unit_shard& u : map_.units())
       for (int r = 0; r < size(); ++r)
         std::copy_n(all.data() + r * n + u.local, u.per_rank, flat.data() + u.shard_begin(r));
     return flat;
   }
-  /// The inverse: this rank's pieces of a flat-layout host buffer into its packed shard.
-  void scatter_state(const tensor<float, host>& flat, const tensor<float, Device>& local) {
-    LOOM_CHECK(stage() > 0 && local.numel() == map_.local_size() && flat.numel() == params_.numel(),
+  /// The inverse: this rank's pieces of a flat-layout fp32 host buffer into its packed shard (rounded to U).
+  template <class U>
+  void scatter_state(const tensor<float, host>& flat, const tensor<U, Device>& local) {
+    LOOM_CHECK(stage() > 0 && local.numel() == map_.local_size() && flat.numel() == layout_size_,
                "scatter_state: not a ZeRO shard of this model");
-    tensor<float, host> mine({map_.local_size()});
+    tensor<U, host> mine({map_.local_size()});
     for (const unit_shard& u : map_.units())
-      std::copy_n(flat.data() + u.shard_begin(rank()), u.per_rank, mine.data() + u.local);
+      for (index_t i = 0; i < u.per_rank; ++i)
+        mine.data()[u.local + i] = convert<U>(flat.data()[u.shard_begin(rank()) + i]);
     copy(local, mine);
   }
 
@@ -294,6 +389,117 @@ class data_parallel {
     G* g = flat_.data() + u.begin;
     grads_->order_after_compute();
     grads_->reduce_scatter(g, g + u.per_rank * rank(), static_cast<std::size_t>(u.per_rank), reduce_op::sum);
+  }
+
+  // ZeRO-2: buffers for the units' gradients, reused in backward order: the embeddings (the largest unit, and the
+  // last) get one of their own, the other trainable units take turns in two, so that one unit's reduce-scatter
+  // runs while the next unit's backward writes the other buffer. Units without a trainable parameter get none.
+  void place_gradients(nn::param_store<G, Device>& store) {
+    const std::size_t n = map_.units().size();
+    slot_of_.assign(n, -1);
+    std::vector<index_t> size(3, 0);
+    int turn = 0;
+    for (std::size_t k : backward_units_) {
+      if (!unit_trainable_[k]) continue;
+      const unit_shard& u = map_.units()[k];
+      const int s = u.unit.kind == unit_kind::embeddings ? 2 : (turn++ % 2);
+      slot_of_[k] = s;
+      size[s] = std::max(size[s], u.end - u.begin);
+    }
+    slots_.clear();
+    for (index_t e : size) slots_.emplace_back(shape{e});
+    for (std::size_t k = 0; k < n; ++k)
+      if (slot_of_[k] >= 0) store.place_grads(map_.units()[k].begin, map_.units()[k].end, slots_[slot_of_[k]]);
+    packed_grads_ = tensor<G, Device>(shape{map_.local_size()});
+    assign(packed_grads_, 0.0);
+    pending_slot_.assign(slots_.size(), -1);
+    folded_.assign(n, false);
+  }
+
+  // ZeRO-3: this rank keeps its shard of every unit (packed); each unit gets one of a few reused buffers for its
+  // gathered parameters: the embeddings one of their own, the LoRA adapters two by layer parity, the other units
+  // two in turn in forward order (so backward, in reverse order, alternates them as well). While one unit computes,
+  // the next one's gather runs into the other buffer, whose previous unit's kernels were all enqueued before.
+  void place_parameters(nn::param_store<G, Device>& store, int layers) {
+    const std::size_t n = map_.units().size();
+    packed_params_ = tensor<G, Device>(shape{map_.local_size()});
+    for (const unit_shard& u : map_.units())
+      assign(packed_params_.slice(0, u.local, u.local + u.per_rank),
+             params_.slice(0, u.shard_begin(rank()), u.shard_begin(rank()) + u.per_rank));
+    std::vector<unit> forward = {unit::embeddings()};
+    for (int l = 0; l < layers; ++l) {
+      forward.push_back(unit::layer(l));
+      forward.push_back(unit::adapter(l));
+    }
+    forward.push_back(unit::pooler());
+    forward.push_back(unit::head());
+    std::vector<std::size_t> order;
+    for (const unit& u : forward)
+      if (map_.find(u)) order.push_back(unit_index(u));
+    value_slot_of_.assign(n, -1);
+    next_forward_.assign(n, -1);
+    next_backward_.assign(n, -1);
+    std::vector<index_t> size(5, 0);
+    int turn = 0;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      const unit_shard& u = map_.units()[order[i]];
+      const int s = u.unit.kind == unit_kind::embeddings ? 0
+                    : u.unit.kind == unit_kind::adapter  ? 3 + u.unit.index % 2
+                                                         : 1 + (turn++ % 2);
+      value_slot_of_[order[i]] = s;
+      size[s] = std::max(size[s], u.end - u.begin);
+      if (i + 1 < order.size()) next_forward_[order[i]] = static_cast<int>(order[i + 1]);
+      if (i > 0) next_backward_[order[i]] = static_cast<int>(order[i - 1]);
+    }
+    value_slots_.clear();
+    for (index_t e : size) value_slots_.emplace_back(shape{e});
+    for (std::size_t k = 0; k < n; ++k)
+      store.place_values(map_.units()[k].begin, map_.units()[k].end, value_slots_[value_slot_of_[k]]);
+    store.release_values();
+    value_holder_.assign(value_slots_.size(), -1);
+  }
+
+  // Gathers unit k into its buffer unless it is there already (fence 3 + buffer marks the gather's end).
+  void gather_unit(std::size_t k) {
+    const int s = value_slot_of_[k];
+    if (value_holder_[s] == static_cast<int>(k)) return;
+    const unit_shard& u = map_.units()[k];
+    G* dst = value_slots_[s].data();
+    grads_->order_after_compute();  // the buffer's previous unit: every kernel reading it is enqueued
+    grads_->all_gather(packed_params_.data() + u.local, dst, static_cast<std::size_t>(u.per_rank));
+    grads_->record_fence(3 + s);
+    value_holder_[s] = static_cast<int>(k);
+  }
+  // Unit k's parameters must be in place before the compute stream reads them.
+  void use_unit(std::size_t k) {
+    gather_unit(k);
+    grads_->compute_waits_for(3 + value_slot_of_[k]);
+  }
+
+  // Reduce-scatters unit k's gradients in its buffer (in place: this rank's shard lands at rank x per_rank).
+  void scatter_slot(std::size_t k) {
+    const int s = slot_of_[k];
+    const unit_shard& u = map_.units()[k];
+    G* g = slots_[s].data();
+    grads_->order_after_compute();
+    grads_->reduce_scatter(g, g + u.per_rank * rank(), static_cast<std::size_t>(u.per_rank), reduce_op::sum);
+    grads_->record_fence(s);
+    pending_slot_[s] = static_cast<int>(k);
+  }
+
+  // Waits (compute stream) for buffer s's reduce-scatter and adds its unit's shard into the packed gradients (the
+  // step's first micro-batch copies).
+  void free_slot(int s) {
+    if (pending_slot_[s] < 0) return;
+    const std::size_t k = static_cast<std::size_t>(pending_slot_[s]);
+    pending_slot_[s] = -1;
+    grads_->compute_waits_for(s);
+    const unit_shard& u = map_.units()[k];
+    const tensor<G, Device> mine = slots_[s].slice(0, u.per_rank * rank(), u.per_rank * (rank() + 1));
+    const tensor<G, Device> dst = packed_grads_.slice(0, u.local, u.local + u.per_rank);
+    if (folded_[k]) assign(dst, dst + mine);
+    else assign(dst, mine);
+    folded_[k] = true;
   }
 
   void reset() {
@@ -335,6 +541,20 @@ class data_parallel {
   shard_map map_;
   std::vector<bool> unit_launched_, unit_trainable_;
   std::vector<std::size_t> backward_units_;  // map_'s units in the order backward finishes them
+  // ZeRO-2 (place_gradients): each unit's buffer (-1: none), the buffers, the unit whose reduce-scatter each one
+  // holds (-1: free), which units were folded into packed_grads_ in this step.
+  std::vector<int> slot_of_;
+  std::vector<tensor<G, Device>> slots_;
+  std::vector<int> pending_slot_;
+  std::vector<bool> folded_;
+  tensor<G, Device> packed_grads_;
+  // ZeRO-3 (place_parameters): this rank's shards, each unit's buffer, the buffers, the unit each holds (-1: none
+  // or stale), the next unit in forward and in backward order (-1: none), and whether backward is under way.
+  tensor<G, Device> packed_params_;
+  std::vector<int> value_slot_of_, next_forward_, next_backward_, value_holder_;
+  std::vector<tensor<G, Device>> value_slots_;
+  bool in_backward_ = false;
+  index_t layout_size_ = 0;  // elements of the flat layout (ZeRO-3 keeps no flat buffer)
   std::vector<bucket> buckets_;
   std::vector<std::pair<unit, std::size_t>> bucket_of_;
   std::vector<int> pending_;

@@ -278,6 +278,8 @@ class mpi_communicator {
   // Host buffers: a collective has completed when it returns, so there is nothing to order or wait for.
   void order_after_compute() {}
   void compute_waits() {}
+  void record_fence(int) {}
+  void compute_waits_for(int) {}
   void synchronize() {}
 
  private:

@@ -236,6 +236,25 @@ class nccl_communicator {
     LOOM_CUDA_CHECK(cudaStreamWaitEvent(current_stream(), s_->collectives_done, 0));
   }
 
+  /// Marks the collectives enqueued so far as "fence k" (a small number: ZeRO marks one per buffer in flight).
+  void record_fence(int k) {
+    detail::device_guard guard(s_->device);
+    LOOM_CHECK(k >= 0 && k < 64, "nccl_communicator: fence " + std::to_string(k) + " outside [0, 64)");
+    while (static_cast<int>(s_->fences.size()) <= k) {
+      cudaEvent_t e = nullptr;
+      LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      s_->fences.push_back(e);
+    }
+    LOOM_CUDA_CHECK(cudaEventRecord(s_->fences[k], s_->stream));
+  }
+  /// The compute stream waits for the collectives before fence k only (not for those enqueued after it).
+  void compute_waits_for(int k) {
+    detail::device_guard guard(s_->device);
+    LOOM_CHECK(k >= 0 && k < static_cast<int>(s_->fences.size()), "nccl_communicator: fence " + std::to_string(k) +
+                                                                     " was never recorded");
+    LOOM_CUDA_CHECK(cudaStreamWaitEvent(current_stream(), s_->fences[k], 0));
+  }
+
   /// The host waits for every enqueued collective by polling the stream (never an unbounded synchronise). The
   /// watchdog ends the process first when one hangs; the deadline here is a backstop a little after it.
   void synchronize() {
@@ -263,6 +282,7 @@ class nccl_communicator {
     ncclComm_t comm = nullptr;
     cudaStream_t stream = nullptr;
     cudaEvent_t compute_done = nullptr, collectives_done = nullptr;
+    std::vector<cudaEvent_t> fences;  // record_fence / compute_waits_for
     std::int32_t* scratch = nullptr;  // barrier()'s one element
     int device = 0, rank = 0, size = 1, world_rank = 0;
     comm_options options;
@@ -325,6 +345,7 @@ class nccl_communicator {
       }
       for (auto& p : queue) cudaEventDestroy(p.done);
       for (auto e : spare) cudaEventDestroy(e);
+      for (auto e : fences) cudaEventDestroy(e);
       if (compute_done != nullptr) cudaEventDestroy(compute_done);
       if (collectives_done != nullptr) cudaEventDestroy(collectives_done);
       if (scratch != nullptr) cudaFree(scratch);

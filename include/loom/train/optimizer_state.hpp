@@ -61,7 +61,7 @@ void write_optimizer_shard(const std::filesystem::path& file, const nn::param_st
 template <class T, class D>
 tensor<float, host> read_optimizer_state(const std::vector<std::filesystem::path>& files,
                                          const nn::param_store<T, D>& store, const std::string& key) {
-  tensor<float, host> flat({store.flat().numel()});
+  tensor<float, host> flat({store.layout_size()});
   assign(flat, 0.0);
   std::map<std::string, std::vector<std::pair<index_t, index_t>>> covered;  // parameter -> [lo, hi) pieces read
   const std::string prefix = key + "/";

@@ -50,7 +50,7 @@ struct train_options {
   int save_total_limit = 2;
   std::size_t eval_batch = 0;  ///< 0: 2 x batch
   /// "none" (one process), or one rank per device under mpirun (`batch` is per rank): "dp" (data parallel),
-  /// "zero1" (ZeRO stage 1: the optimizer state sharded).
+  /// "zero1" (ZeRO stage 1: the optimizer state sharded), "zero2" (the gradients too), "zero3" (the parameters too).
   std::string parallel = "none";
   double bucket_mb = 25;        ///< gradient all-reduce bucket size
   std::string reduce_dtype = "auto";  ///< 16-bit gradients summed across ranks in: auto (fp32 on >= 2), fp32, grad

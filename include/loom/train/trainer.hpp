@@ -273,6 +273,8 @@ class trainer {
     dp().attach(model_.params());  // the layout is final: ZeRO's shard of the optimizer state follows from it
     optimizer_ = std::make_unique<optim::adamw<Precision, Device>>(
         model_.params(), ao, optim::hf_decay_ranges(model_.params()), dp().optimizer_sharding());
+    if (dp().stage() >= 2) optimizer_->use_packed_grads(dp().packed_grads());
+    if (dp().stage() >= 3) optimizer_->use_packed_params(dp().packed_params());
     const run_length len = length_of(o_, run_.train.size());
     steps_per_epoch_ = len.steps_per_epoch;
     total_steps_ = len.total_steps;
@@ -350,8 +352,18 @@ class trainer {
             model_.backward(b, gm, static_cast<float>(share));
           backward_done = true;
           assign(loss_sum, loss_sum + model_.loss() * share);
+        } else if (dp().stage() >= 3) {
+          // This rank's slice of a short last batch is empty, but ZeRO-3's forward and backward gather every unit:
+          // the rank runs them on one idle row whose loss counts 0, joining each collective in the same order.
+          loader.release(hb);
+          const bert::batch<Device>& b = idle_batch();
+          model_.forward_loss(b, bert::mode::training, o_.seed, static_cast<std::uint64_t>(step_), 0);
+          dp().set_sync(last_micro);
+          if constexpr (Precision::loss_scaling) model_.backward(b, grad_mode::overwrite, scaler_.scale_tensor(), 0.0f);
+          else model_.backward(b, grad_mode::overwrite, 0.0f);
         } else {
           loader.release(hb);  // this rank's slice of a short last batch is empty: it only joins the reductions
+          dp().no_backward();
         }
         rows_before += global_rows;
         sequences_ += static_cast<std::int64_t>(global_rows);
@@ -427,6 +439,8 @@ class trainer {
     }
     if (lead()) bar.finish_line();
     stop_if_diverged();
+    // ZeRO-3 + LoRA: the best adapter is merged into whole weights below, which the model holds again after this.
+    if (o_.lora_r > 0 && dp().stage() >= 3) dp().unshard(model_.params());
     if (lead() && o_.lora_r > 0 && fs::exists(fs::path(o_.output) / "adapter" / "adapter_config.json")) {
       // The output folder gets the best adapter folded into the base weights: an ordinary HF checkpoint.
       bert::load_lora_adapter(model_, fs::path(o_.output) / "adapter");
@@ -451,6 +465,16 @@ class trainer {
     }
     const shard part{dp().rank(), dp().size()};
     std::size_t k = 0;
+    // ZeRO-3 gathers every unit in each forward: every rank runs as many as the rank with the most batches, the
+    // missing ones on an idle row whose prediction is dropped.
+    std::size_t most = 0;
+    for (int r = 0; r < dp().size(); ++r) {
+      const shard other{r, dp().size()};
+      most = std::max(most, (other.end(d.size()) - other.begin(d.size()) + eb - 1) / eb);
+    }
+    const std::size_t mine = (part.end(d.size()) - part.begin(d.size()) + eb - 1) / eb;
+    if (dp().stage() >= 3)
+      for (std::size_t idle = mine; idle < most; ++idle) model_.forward(idle_batch(), bert::mode::inference);
     for (std::size_t at = part.begin(d.size()); at < part.end(d.size()); at += eb) {
       std::vector<std::size_t> rows(std::min(eb, part.end(d.size()) - at));
       std::iota(rows.begin(), rows.end(), at);
@@ -496,7 +520,8 @@ class trainer {
   /// Parameters as fp32 in the flat layout: the optimizer's master copy for mixed precision (gathered from every
   /// rank's shard under ZeRO: collective then), else the model's own.
   tensor<float, host> master_values() {
-    if (optimizer_->master().numel() == 0) return parameters_f32(model_);
+    if (optimizer_->master().numel() == 0)
+      return dp().stage() >= 3 ? dp().gather_state(dp().packed_params()) : parameters_f32(model_);
     return optimizer_->sharding().sharded() ? dp().gather_state(optimizer_->master()) : to<host>(optimizer_->master());
   }
 
@@ -537,6 +562,19 @@ class trainer {
   }
 
   std::int32_t pad_id() const { return static_cast<std::int32_t>(run_.config.pad_token_id.value_or(0)); }
+
+  /// One row of two padding tokens, label 0: what a ZeRO-3 rank without rows computes to join the collectives.
+  const bert::batch<Device>& idle_batch() {
+    if (idle_.input_ids.numel() == 0) {
+      tensor<std::int32_t, host> ids({1, 2}), types({1, 2}), lengths({1}), labels({1});
+      assign(ids, static_cast<double>(pad_id()));
+      assign(types, 0.0);
+      assign(lengths, 2.0);
+      assign(labels, 0.0);
+      idle_ = {to<Device>(ids), to<Device>(types), to<Device>(lengths), to<Device>(labels)};
+    }
+    return idle_;
+  }
 
   // One copy of the packed batch on the current stream; from a page-locked slot (CUDA) it is asynchronous, so the
   // caller marks the slot in use (loader.release / mark_in_use) right after. On the host it is a plain copy.
@@ -589,14 +627,17 @@ class trainer {
       evals_without_improvement_ = 0;
       // The best model so far is the one in the output folder (HF format: transformers can load it directly),
       // written by rank 0 (the fp32 values gathered from every rank's shard first under ZeRO).
-      const bool whole_model = o_.lora_r == 0;
+      const bool whole_model = o_.lora_r == 0, sharded_params = dp().stage() >= 3;
       tensor<float, host> values;
       if (whole_model && (lead() || optimizer_->sharding().sharded())) values = master_values();
+      // ZeRO-3 + LoRA: the adapter as the model holds it (the parameters' type, as save_lora_adapter reads it).
+      if (!whole_model && sharded_params) values = dp().gather_state(dp().packed_params());
       if (!lead()) {
         // written by rank 0 alone
       } else if (!whole_model) {
         // The best adapter (PEFT format); the merged model is written once training ends (see finish()).
-        bert::save_lora_adapter(model_, fs::path(o_.output) / "adapter", run_.weights.parent_path().string());
+        bert::save_lora_adapter(model_, fs::path(o_.output) / "adapter", run_.weights.parent_path().string(),
+                                sharded_params ? &values : nullptr);
       } else {
         save_pretrained_into(model_, o_.output, values, run_.vocab, run_.tokenizer_config);
       }
@@ -677,7 +718,8 @@ class trainer {
     const fs::path& dir = st.dir;
     // The checkpoint's model.safetensors holds the fp32 master values: the model gets them rounded to param_t and
     // the optimizer gets them exactly, so the run continues bit for bit.
-    bert::load_safetensors(model_, dir / "model.safetensors");
+    const bool sharded_params = dp().stage() >= 3;
+    if (!sharded_params) bert::load_safetensors(model_, dir / "model.safetensors");
     const auto weights = io::safetensors_file::open(dir / "model.safetensors");
     // The shards may come from another world size or ZeRO stage: each is reassembled in this run's flat layout,
     // then this rank keeps its own pieces (all of it unless sharded).
@@ -688,14 +730,22 @@ class trainer {
     };
     place(optimizer_->exp_avg(), read_optimizer_state(st.optimizer_shards, model_.params(), "exp_avg"));
     place(optimizer_->exp_avg_sq(), read_optimizer_state(st.optimizer_shards, model_.params(), "exp_avg_sq"));
-    if (optimizer_->master().numel() > 0) {
-      tensor<float, host> master({model_.params().flat().numel()});
+    if (optimizer_->master().numel() > 0 || sharded_params) {
+      // The fp32 values in this run's flat layout.
+      tensor<float, host> master({model_.params().layout_size()});
       assign(master, 0.0);
       for (const auto& p : model_.params().params()) {
         const auto v = weights.to_f32(model_.has_classifier() ? hf_name(p.name) : p.name);
+        LOOM_CHECK(static_cast<index_t>(v.size()) == p.numel(),
+                   (dir / "model.safetensors").string() + ": tensor '" + p.name + "' has " + std::to_string(v.size()) +
+                       " values, the model " + std::to_string(p.numel()));
         std::copy(v.begin(), v.end(), master.data() + p.offset);
       }
-      place(optimizer_->master(), master);
+      if (optimizer_->master().numel() > 0) place(optimizer_->master(), master);
+      if (sharded_params) {
+        dp().scatter_state(master, dp().packed_params());  // rounded to the parameters' type
+        dp().params_changed();
+      }
     }
     // Data parallel: rank 0's state everywhere (identical anyway when every rank read the same checkpoint).
     dp().broadcast(model_.params().flat());
@@ -735,6 +785,7 @@ class trainer {
   int evals_without_improvement_ = 0;
   double last_loss_ = 0;
   std::unique_ptr<staging_ring<Device>> eval_ring_;
+  bert::batch<Device> idle_;  // idle_batch()
   finite_watch<Device> watch_;  // evaluate()'s staging slots, kept between evaluations
 };
 

@@ -322,7 +322,7 @@ TEST_CASE("sharded optimizer: a state piece outside the buffers is refused", "[o
   optim::state_sharding bad_state;
   bad_state.pieces = {{0, 8, 4}};  // its state [4, 12) does not fit in 8 elements
   bad_state.local_size = 8;
-  using adamw_f32 = optim::adamw<precision::fp32, host>;
+  using adamw_f32 = optim::adamw<precision::fp32, device>;
   CHECK_THROWS_AS(adamw_f32(s, {}, optim::all_ranges(s), bad_state), loom::invalid_argument);
   optim::state_sharding past_end;
   past_end.pieces = {{8, 24, 0}};  // past the parameters' end

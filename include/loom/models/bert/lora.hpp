@@ -112,14 +112,16 @@ inline nn::lora_options read_lora_options(const std::filesystem::path& path, boo
 /// // ... train ...
 /// loom::bert::save_lora_adapter(m, "out/adapter", "bert-base-uncased");
 /// ```
+/// `values`: the parameters as fp32 in the flat layout, when the model does not hold them whole (ZeRO-3 gathers them).
 template <class P, class Par, class D>
-void save_lora_adapter(const model<P, Par, D>& m, const std::filesystem::path& dir, const std::string& base_model = "") {
+void save_lora_adapter(const model<P, Par, D>& m, const std::filesystem::path& dir, const std::string& base_model = "",
+                       const tensor<float, host>* values = nullptr) {
   LOOM_CHECK(m.lora().has_value(), "save_lora_adapter: the model has no LoRA adapters (enable_lora first)");
   const nn::lora_options& c = *m.lora();
   const bool head = m.has_classifier();
   std::filesystem::create_directories(dir);
   using T = typename model<P, Par, D>::T;
-  const tensor<T, host> flat = to<host>(m.params().flat());
+  const tensor<T, host> flat = values ? tensor<T, host>() : to<host>(m.params().flat());
   std::vector<std::vector<float>> keep;  // the writer holds spans until write()
   io::safetensors_writer w;
   w.metadata("format", "pt");
@@ -127,7 +129,8 @@ void save_lora_adapter(const model<P, Par, D>& m, const std::filesystem::path& d
     const bool adapter = p.name.find(".lora_") != std::string::npos;
     if (!adapter && !(head && p.name.starts_with("classifier."))) continue;
     std::vector<float>& v = keep.emplace_back(static_cast<std::size_t>(p.numel()));
-    for (index_t i = 0; i < p.numel(); ++i) v[i] = convert<float>(flat.data()[p.offset + i]);
+    for (index_t i = 0; i < p.numel(); ++i)
+      v[i] = values ? values->data()[p.offset + i] : convert<float>(flat.data()[p.offset + i]);
     std::vector<std::uint64_t> s;
     for (int d = 0; d < p.extents.rank(); ++d) s.push_back(static_cast<std::uint64_t>(p.extents[d]));
     w.add<float>(detail::peft_key(p.name, head), s, std::span<const float>(v));

@@ -145,6 +145,8 @@ class model {
                std::int64_t first_row = 0) {
     check_batch(b, cfg_);
     LOOM_CHECK(first_row >= 0, "forward: first_row must be >= 0, got " + std::to_string(first_row));
+    // The parameters may have moved since the views were bound (ZeRO-3 places each unit in a reused buffer).
+    if (bound_version_ != params_.version()) rebind();
     pass_ = {m == mode::training, seed, step, first_row, b.rows()};
     ensure_activations(b.rows(), b.seq());
     final_out_ = encoder_.forward(b, pass_);
@@ -191,6 +193,9 @@ class model {
  private:
   void backward_impl(const batch<Device>& b, grad_mode gm, float loss_scale, const tensor<float, Device>* scale) {
     LOOM_CHECK(pass_.training, "backward needs a forward_loss in training mode");
+    // Gradients placed in buffers that backward reuses (ZeRO-2): each backward overwrites them, and the policy
+    // accumulates micro-batches in its shard.
+    if (params_.grads_placed()) gm = grad_mode::overwrite;
     params_.allocate_grads();
     if (grads_version_ != params_.version() || !grads_bound_) {
       // Views of the gradient buffer; frozen parameters get empty views, which every kernel skips.
@@ -226,6 +231,7 @@ class model {
     if (head_) classifier_.bind(params_);
     grads_bound_ = false;
     rows_ = 0;  // activation buffers depend on the adapters too
+    bound_version_ = params_.version();
   }
 
   // Buffers sized for [rows, seq]; reallocated only when the shape (or the recompute/LoRA setup) changes: steady
@@ -257,6 +263,7 @@ class model {
   nn::pooler<Precision, Parallel, Device> pooler_;
   nn::sequence_classifier<Precision, Parallel, Device> classifier_;
   std::uint64_t grads_version_ = 0;  // params_.version() the gradient views were bound at
+  std::uint64_t bound_version_ = 0;  // params_.version() the parameter views were bound at
   bool grads_bound_ = false;
   parallel::ranges pooler_ranges_, head_ranges_;
 

@@ -40,7 +40,9 @@ struct memory_plan {
   std::int64_t gradients = 0;         ///< training: one gradient per parameter
   std::int64_t optimizer = 0;         ///< AdamW: two fp32 moments, plus fp32 master weights for mixed precision
   std::int64_t activations = 0;       ///< training: everything kept for backward; inference: the reused buffers
-  std::int64_t buffers = 0;           ///< communication: data parallel's fp32 gradient buckets (16-bit, >= 2 ranks)
+  /// communication: data parallel's fp32 gradient buckets (16-bit, >= 2 ranks); ZeRO-2's gradient buffers (the
+  /// embeddings' and two layers', reused by every unit in turn), ZeRO-3's as many for the gathered parameters
+  std::int64_t buffers = 0;
   std::int64_t total() const { return parameters + gradients + optimizer + activations + buffers; }
 };
 
@@ -96,6 +98,14 @@ inline memory_plan plan_memory(const io::bert_config& c, std::int64_t batch, std
     if (sharding.stage >= 2) gradients = shard(gradients);
     if (sharding.stage >= 3) parameters = shard(parameters);
     if (sharding.stage == 0 && sharding.ranks > 1 && param_bytes < 4 && sharding.widened_buckets) buffers = P * 4;
+    if (sharding.stage >= 2) {
+      // parallel::data_parallel::place_gradients (and, stage 3, place_parameters): one buffer for the embeddings,
+      // two for the other units in turn, for the gradients (and the gathered parameters).
+      const checked_int V = c.vocab_size, pos = c.max_position_embeddings, types = c.type_vocab_size;
+      const checked_int embeddings = (V + pos + types) * H + 2 * H;
+      const checked_int layer = 4 * H * H + 4 * H + 2 * H * I + I + H + 4 * H;
+      buffers = (embeddings + 2 * layer) * B * (sharding.stage == 3 ? 2 : 1);
+    }
   }
   const checked_int total = parameters + gradients + optimizer + activations + buffers;
   LOOM_CHECK(!total.overflow(), "memory plan for batch " + std::to_string(batch) + " x seq " + std::to_string(seq) +

@@ -34,14 +34,17 @@ __device__ LOOM_FORCEINLINE void for_chunk(const chunk& c, Scalar&& scalar, Vect
 }
 
 /// partials[chunk] = sum of g^2 over the chunk, in fp64 (see finalize_inspection for why fp64).
+/// `at_state`: the gradients are packed as the state is (the chunk's elements start at its state index).
 template <class G>
 __global__ void __launch_bounds__(flat_threads) flat_sum_squares_kernel(const G* __restrict__ grad,
                                                                         const chunk* __restrict__ chunks,
-                                                                        double* __restrict__ partials) {
+                                                                        double* __restrict__ partials, bool at_state) {
   constexpr int V = 16 / sizeof(G);
   double sum = 0;
+  chunk c = chunks[blockIdx.x];
+  if (at_state) c.begin = c.state;  // packed shards are aligned: the vector loads stay aligned
   for_chunk<V>(
-      chunks[blockIdx.x],
+      c,
       [&](index_t i) {
         const double g = convert<float>(grad[i]);
         sum += g * g;
@@ -108,12 +111,12 @@ __global__ void __launch_bounds__(flat_threads) flat_step_kernel(Rule rule, flat
       c, [&](index_t i) { step_element(rule, b, i, i + shift, s, decay); },
       [&](index_t i) {
         const index_t j = i + shift;
-        const vec<G, V> gv = *reinterpret_cast<const vec<G, V>*>(b.grad + i);
+        const vec<G, V> gv = *reinterpret_cast<const vec<G, V>*>(b.grad + (b.grad_at_state ? j : i));
         vec<float, V> pv;
         if (b.master) {
           pv = *reinterpret_cast<const vec<float, V>*>(b.master + j);
         } else {
-          const vec<P, V> raw = *reinterpret_cast<const vec<P, V>*>(b.param + i);
+          const vec<P, V> raw = *reinterpret_cast<const vec<P, V>*>(b.param + (b.param_at_state ? j : i));
 #pragma unroll
           for (int k = 0; k < V; ++k) pv.v[k] = convert<float>(raw.v[k]);
         }
@@ -135,7 +138,7 @@ __global__ void __launch_bounds__(flat_threads) flat_step_kernel(Rule rule, flat
 #pragma unroll
         for (int n = 0; n < NS; ++n) *reinterpret_cast<vec<float, V>*>(b.state[n] + j) = sv[n];
         if (b.master) *reinterpret_cast<vec<float, V>*>(b.master + j) = pv;
-        *reinterpret_cast<vec<P, V>*>(b.param + i) = out;
+        *reinterpret_cast<vec<P, V>*>(b.param + (b.param_at_state ? j : i)) = out;
       });
 }
 
@@ -147,10 +150,11 @@ __global__ void __launch_bounds__(flat_threads) flat_step_kernel(Rule rule, flat
 /// in place on the current stream; then the norm is of the whole gradient, not of this rank's part.
 template <class G>
 void cuda_inspect(const G* grad, const chunk* chunks, index_t chunk_count, double* partials, step_scalars* s,
-                  const inspect_request& r, const sum_across_ranks* across = nullptr) {
+                  const inspect_request& r, const sum_across_ranks* across = nullptr, bool at_state = false) {
   cudaStream_t stream = current_stream();
   if (r.reduce && chunk_count > 0) {
-    flat_sum_squares_kernel<G><<<static_cast<unsigned>(chunk_count), flat_threads, 0, stream>>>(grad, chunks, partials);
+    flat_sum_squares_kernel<G><<<static_cast<unsigned>(chunk_count), flat_threads, 0, stream>>>(grad, chunks, partials,
+                                                                                               at_state);
     LOOM_CUDA_CHECK_LAUNCH();
   }
   if (r.reduce && across && *across) {

@@ -220,12 +220,16 @@ LOOM_HOST_DEVICE LOOM_FORCEINLINE float fsqrt(float a) {
 }
 
 /// Pointers of one flat update pass. `master` is null when the parameters are their own master copy.
+/// `grad_at_state`: the gradients are packed as the state is (ZeRO-2's shard of the reduced gradients), so they are
+/// read at the state index, not the parameter index.
 template <class P, class G, int NS>
 struct flat_buffers {
   P* param = nullptr;
   float* master = nullptr;
   const G* grad = nullptr;
   float* state[NS > 0 ? NS : 1] = {};
+  bool grad_at_state = false;
+  bool param_at_state = false;  ///< the parameters are packed as the state is too (ZeRO-3's shard)
 };
 
 /// The gradient the update sees: unscaled, then clipped, two roundings as torch (unscale_ writes g * inv_scale,
@@ -239,26 +243,30 @@ LOOM_HOST_DEVICE LOOM_FORCEINLINE float prepared_grad(G raw, const step_scalars&
 template <class Rule, class P, class G, int NS>
 LOOM_HOST_DEVICE LOOM_FORCEINLINE void step_element(const Rule& rule, const flat_buffers<P, G, NS>& b, index_t i,
                                                     index_t j, const step_scalars& s, bool decay) {
-  const float g = prepared_grad(b.grad[i], s);
-  float p = b.master ? b.master[j] : convert<float>(b.param[i]);
+  const float g = prepared_grad(b.grad[b.grad_at_state ? j : i], s);
+  P& param = b.param[b.param_at_state ? j : i];
+  float p = b.master ? b.master[j] : convert<float>(param);
   float st[NS > 0 ? NS : 1];
   for (int k = 0; k < NS; ++k) st[k] = b.state[k][j];
   rule.update(g, p, st, s.k, decay);
   for (int k = 0; k < NS; ++k) b.state[k][j] = st[k];
   if (b.master) b.master[j] = p;
-  b.param[i] = convert<P>(p);
+  param = convert<P>(p);
 }
 
 // ---- host backend --------------------------------------------------------------------------------------------------
 
+/// `at_state`: the gradients are packed as the state is (see flat_buffers::grad_at_state).
 template <class G>
-double host_sum_squares(const G* grad, const std::vector<chunk>& chunks) {
+double host_sum_squares(const G* grad, const std::vector<chunk>& chunks, bool at_state = false) {
   double sum = 0;
-  for (const chunk& c : chunks)
-    for (index_t i = c.begin; i < c.begin + c.count; ++i) {
+  for (const chunk& c : chunks) {
+    const index_t first = at_state ? c.state : c.begin;
+    for (index_t i = first; i < first + c.count; ++i) {
       const double g = convert<float>(grad[i]);
       sum += g * g;
     }
+  }
   return sum;
 }
 
