@@ -413,6 +413,7 @@ class data_parallel {
     packed_grads_ = tensor<G, Device>(shape{map_.local_size()});
     assign(packed_grads_, 0.0);
     pending_slot_.assign(slots_.size(), -1);
+    pending_direct_.assign(slots_.size(), false);
     folded_.assign(n, false);
   }
 
@@ -477,29 +478,33 @@ class data_parallel {
   }
 
   // Reduce-scatters unit k's gradients in its buffer (in place: this rank's shard lands at rank x per_rank).
+  // The step's first reduction of the unit lands in the packed shard directly (nothing to add it to yet).
   void scatter_slot(std::size_t k) {
     const int s = slot_of_[k];
     const unit_shard& u = map_.units()[k];
     G* g = slots_[s].data();
+    const bool direct = !folded_[k];
     grads_->order_after_compute();
-    grads_->reduce_scatter(g, g + u.per_rank * rank(), static_cast<std::size_t>(u.per_rank), reduce_op::sum);
+    grads_->reduce_scatter(g, direct ? packed_grads_.data() + u.local : g + u.per_rank * rank(),
+                           static_cast<std::size_t>(u.per_rank), reduce_op::sum);
     grads_->record_fence(s);
     pending_slot_[s] = static_cast<int>(k);
+    pending_direct_[s] = direct;
+    folded_[k] = true;
   }
 
-  // Waits (compute stream) for buffer s's reduce-scatter and adds its unit's shard into the packed gradients (the
-  // step's first micro-batch copies).
+  // Waits (compute stream) for buffer s's reduce-scatter; a later micro-batch's shard is then added into the
+  // packed gradients.
   void free_slot(int s) {
     if (pending_slot_[s] < 0) return;
     const std::size_t k = static_cast<std::size_t>(pending_slot_[s]);
     pending_slot_[s] = -1;
     grads_->compute_waits_for(s);
+    if (pending_direct_[s]) return;
     const unit_shard& u = map_.units()[k];
     const tensor<G, Device> mine = slots_[s].slice(0, u.per_rank * rank(), u.per_rank * (rank() + 1));
     const tensor<G, Device> dst = packed_grads_.slice(0, u.local, u.local + u.per_rank);
-    if (folded_[k]) assign(dst, dst + mine);
-    else assign(dst, mine);
-    folded_[k] = true;
+    assign(dst, dst + mine);
   }
 
   void reset() {
@@ -542,10 +547,11 @@ class data_parallel {
   std::vector<bool> unit_launched_, unit_trainable_;
   std::vector<std::size_t> backward_units_;  // map_'s units in the order backward finishes them
   // ZeRO-2 (place_gradients): each unit's buffer (-1: none), the buffers, the unit whose reduce-scatter each one
-  // holds (-1: free), which units were folded into packed_grads_ in this step.
+  // holds (-1: free), which units were reduced into packed_grads_ in this step.
   std::vector<int> slot_of_;
   std::vector<tensor<G, Device>> slots_;
   std::vector<int> pending_slot_;
+  std::vector<bool> pending_direct_;  // the pending reduce-scatter wrote the packed shard itself
   std::vector<bool> folded_;
   tensor<G, Device> packed_grads_;
   // ZeRO-3 (place_parameters): this rank's shards, each unit's buffer, the buffers, the unit each holds (-1: none
