@@ -63,8 +63,8 @@ inline void run_info(const info_options& o) {
     const auto& m = plans[training];
     char buckets[64] = "";
     if (m.buffers)
-      std::snprintf(buckets, sizeof buckets, stage >= 2 ? "gathered unit buffers %.1f MiB, " : "fp32 gradient buckets %.1f MiB, ",
-                    mib(m.buffers));
+      std::snprintf(buckets, sizeof buckets,
+                    stage >= 2 ? "reused unit buffers %.1f MiB, " : "fp32 gradient buckets %.1f MiB, ", mib(m.buffers));
     std::printf("%-14s batch %lld x seq %lld: parameters %.1f MiB, gradients %.1f MiB, optimizer %.1f MiB, "
                 "activations %.1f MiB, %stotal %.1f MiB%s\n",
                 training ? "training" : "inference", static_cast<long long>(o.batch), static_cast<long long>(seq),
@@ -86,7 +86,8 @@ inline void register_info(CLI::App& app) {
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   sub->add_option("--parallel", o->parallel,
                   "none, or the training plan of one rank of a run with dp (data parallel), zero1 (ZeRO stage 1: "
-                  "the optimizer state sharded over the ranks), zero2 (the gradients too) or zero3 (the parameters too)")
+                  "the optimizer state sharded over the ranks), zero2 (the gradients too) or zero3 (the parameters "
+                  "too)")
       ->capture_default_str()->check(CLI::IsMember({"none", "dp", "zero1", "zero2", "zero3"}));
   sub->add_option("--ranks", o->ranks, "with --parallel: ranks of the run")->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));

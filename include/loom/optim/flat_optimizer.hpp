@@ -152,7 +152,8 @@ class flat_optimizer {
   void use_packed_grads(const tensor<grad_t, Device>& grads) {
     LOOM_CHECK(shard_.sharded() && grads.numel() == shard_.local_size && grads.is_contiguous(),
                "optimizer: packed gradients need a sharded state of the same size");
-    LOOM_CHECK(reinterpret_cast<std::uintptr_t>(grads.data()) % 16 == 0, "optimizer: gradients must be 16-byte aligned");
+    LOOM_CHECK(reinterpret_cast<std::uintptr_t>(grads.data()) % 16 == 0,
+               "optimizer: gradients must be 16-byte aligned");
     packed_grads_ = grads;
   }
   /// ZeRO-3: the parameters are this rank's packed shard too (`params`: local_size elements laid out as the state;

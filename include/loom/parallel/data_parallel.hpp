@@ -1,7 +1,8 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
 // Data parallelism: every rank holds the whole model and a disjoint slice of each global batch; after backward the
-// gradients are summed over the ranks in buckets that start while backward still runs (PyTorch DDP's scheme).
+// gradients are summed over the ranks in buckets that start while backward still runs (PyTorch DDP's scheme). With a
+// ZeRO stage, the optimizer state, gradients and parameters are sharded over the same ranks instead of replicated.
 #pragma once
 
 #include <algorithm>
@@ -69,6 +70,12 @@ struct data_parallel_options {
 /// bucket is widened into a persistent fp32 buffer, reduced there and rounded back once), so the reduction adds no
 /// rounding of its own beyond the one final rounding to G; a world of one reduces in place in G (a sum over one rank
 /// is exact).
+///
+/// ZeRO (data_parallel_options::stage 1-3, docs/distributed.md): the same batches and loss scaling, with each rank
+/// keeping one shard of every unit (shard_map) of the optimizer state (stage 1: reduce_scatter per unit in backward,
+/// optimizer_sharding() for the optimizer, all-gather in finish_step()), of the gradients too (stage 2: the units'
+/// gradients in reused buffers, packed_grads()), and of the parameters too (stage 3: each unit gathered into reused
+/// buffers before its forward and backward, the next one prefetched; packed_params()). Reductions are in G.
 ///
 /// A default-constructed policy is inactive: a world of one without any communicator (training without
 /// --parallel); every hook returns at once.
