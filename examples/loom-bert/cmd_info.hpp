@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include <loom/models/bert/plan.hpp>
+#include <loom/train/options.hpp>
 
 #include "cli_checks.hpp"
 #include "runner.hpp"
@@ -36,7 +37,7 @@ inline void run_info(const info_options& o) {
   // Planned before anything is printed: a shape whose plan is out of range fails without a partial report.
   const bool per_rank = o.parallel != "none";
   LOOM_CHECK(per_rank || o.ranks == 1, "--ranks needs --parallel dp, zero1, zero2 or zero3");
-  const int stage = o.parallel.starts_with("zero") ? o.parallel[4] - '0' : 0;
+  const int stage = loom::train::zero_stage_of(o.parallel);
   const loom::bert::state_sharding sharding{stage, o.ranks, stage == 0};
   const loom::bert::memory_plan plans[2] = {loom::bert::plan_memory(cfg, o.batch, seq, bytes, false),
                                             loom::bert::plan_memory(cfg, o.batch, seq, bytes, true, true, false,

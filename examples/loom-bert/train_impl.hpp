@@ -80,7 +80,7 @@ void run_train_bench(const train_bench_options& o) {
   policy_t dp;
   if (o.parallel != "none")
     dp = make_data_parallel<policy_t, Device>(o.bucket_mb, 60, o.reduce_dtype,
-                                              o.parallel.starts_with("zero") ? o.parallel[4] - '0' : 0);
+                                              loom::train::zero_stage_of(o.parallel));
   model_t m(o.config, true, std::move(dp));
   loom::bert::init_weights(m, 1);
   m.set_recompute(o.recompute);

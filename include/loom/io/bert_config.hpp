@@ -107,10 +107,20 @@ struct bert_config {
 
   /// Parameters of the encoder (embeddings, layers, pooler) and, with `classifier_head`, the classification head,
   /// computed without wrapping: overflow() for sizes no validated config has. bert::parameter_count uses it.
+  /// Parameters of the embeddings: word, position and token-type tables and their LayerNorm.
+  checked_int checked_embedding_parameters() const noexcept {
+    const checked_int H = hidden_size;
+    return (checked_int(vocab_size) + max_position_embeddings + type_vocab_size) * H + 2 * H;
+  }
+  /// Parameters of one encoder layer: Q/K/V and output projections, two LayerNorms, the feed-forward pair.
+  checked_int checked_layer_parameters() const noexcept {
+    const checked_int H = hidden_size, I = intermediate_size;
+    return 3 * (H * H + H) + (H * H + H) + 2 * H + (I * H + I) + (H * I + H) + 2 * H;
+  }
   checked_int checked_parameter_count(bool classifier_head = true) const noexcept {
-    const checked_int H = hidden_size, I = intermediate_size, labels = num_labels();
-    checked_int n = (checked_int(vocab_size) + max_position_embeddings + type_vocab_size) * H + 2 * H;  // + LN
-    n += checked_int(num_hidden_layers) * (3 * (H * H + H) + (H * H + H) + 2 * H + (I * H + I) + (H * I + H) + 2 * H);
+    const checked_int H = hidden_size, labels = num_labels();
+    checked_int n = checked_embedding_parameters();
+    n += checked_int(num_hidden_layers) * checked_layer_parameters();
     n += H * H + H;  // pooler
     if (classifier_head) n += labels * H + labels;
     return n;

@@ -183,11 +183,8 @@ class param_store {
   /// never exists at once. Once anything is placed, allocate_grads() allocates nothing and flat_grads() is empty:
   /// place every unit's span. Views bound before (grad()) are stale: version() changes.
   void place_grads(index_t begin, index_t end, const tensor<T, Device>& base) {
-    LOOM_CHECK(begin >= 0 && begin <= end && end - begin <= base.numel() && base.is_contiguous(),
-               "param_store: place_grads needs a contiguous buffer of at least the range's size");
+    add_place(grad_places_, begin, end, base);
     grads_ = {};
-    grad_places_.push_back({begin, end, base});
-    ++version_;
   }
   /// Whether the gradients were placed (place_grads) rather than kept in one flat buffer.
   bool grads_placed() const { return !grad_places_.empty(); }
@@ -196,10 +193,7 @@ class param_store {
   /// each unit into one of a few reused buffers just before it is used. The flat buffer stays until
   /// release_values(). Views bound before (get()) are stale: version() changes.
   void place_values(index_t begin, index_t end, const tensor<T, Device>& base) {
-    LOOM_CHECK(begin >= 0 && begin <= end && end - begin <= base.numel() && base.is_contiguous(),
-               "param_store: place_values needs a contiguous buffer of at least the range's size");
-    value_places_.push_back({begin, end, base});
-    ++version_;
+    add_place(value_places_, begin, end, base);
   }
   /// Frees the flat parameter buffer once every unit's values are placed (flat() is empty after it).
   void release_values() {
@@ -258,6 +252,12 @@ class param_store {
     index_t begin, end;
     tensor<T, Device> base;
   };
+  void add_place(std::vector<place>& places, index_t begin, index_t end, const tensor<T, Device>& base) {
+    LOOM_CHECK(begin >= 0 && begin <= end && end - begin <= base.numel() && base.is_contiguous(),
+               "param_store: a placed range needs a contiguous buffer of at least its size");
+    places.push_back({begin, end, base});
+    ++version_;
+  }
   // The view of [first's offset, + extents) in the buffer placed for it, or in `flat` when nothing is placed.
   tensor<T, Device> resolve(const std::vector<place>& places, const tensor<T, Device>& flat, const std::string& first,
                             const shape& extents, const char* what) const {
@@ -299,10 +299,6 @@ class param_store {
     auto it = index_.find(name);
     LOOM_CHECK(it != index_.end(), "param_store: no parameter named '" + name + "'");
     return it->second;
-  }
-  static tensor<T, Device> view(const tensor<T, Device>& buffer, const param_info& p) {
-    LOOM_CHECK(buffer.numel() > 0, "param_store: not allocated");
-    return buffer.slice(0, p.offset, p.offset + p.numel()).reshape(p.extents);
   }
 
   std::vector<param_info> params_;

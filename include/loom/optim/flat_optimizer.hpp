@@ -150,19 +150,13 @@ class flat_optimizer {
   /// ZeRO-2: the gradients are this rank's packed shard (`grads`: state_sharding::local_size elements, laid out as
   /// the state), not the store's flat gradient buffer.
   void use_packed_grads(const tensor<grad_t, Device>& grads) {
-    LOOM_CHECK(shard_.sharded() && grads.numel() == shard_.local_size && grads.is_contiguous(),
-               "optimizer: packed gradients need a sharded state of the same size");
-    LOOM_CHECK(reinterpret_cast<std::uintptr_t>(grads.data()) % 16 == 0,
-               "optimizer: gradients must be 16-byte aligned");
+    check_packed(grads, "gradients");
     packed_grads_ = grads;
   }
   /// ZeRO-3: the parameters are this rank's packed shard too (`params`: local_size elements laid out as the state;
   /// the store's flat buffer was released). The master weights are taken from it.
   void use_packed_params(const tensor<param_t, Device>& params) {
-    LOOM_CHECK(shard_.sharded() && params.numel() == shard_.local_size && params.is_contiguous(),
-               "optimizer: packed parameters need a sharded state of the same size");
-    LOOM_CHECK(reinterpret_cast<std::uintptr_t>(params.data()) % 16 == 0,
-               "optimizer: parameters must be 16-byte aligned");
+    check_packed(params, "parameters");
     packed_params_ = params;
     reload_master();
   }
@@ -272,6 +266,14 @@ class flat_optimizer {
     inspected_ = true;
   }
 
+  // A packed buffer (use_packed_grads/params) has the sharded state's size and the vector paths' alignment.
+  template <class U>
+  void check_packed(const tensor<U, Device>& t, const std::string& what) const {
+    LOOM_CHECK(shard_.sharded() && t.numel() == shard_.local_size && t.is_contiguous(),
+               "optimizer: packed " + what + " need a sharded state of the same size");
+    LOOM_CHECK(reinterpret_cast<std::uintptr_t>(t.data()) % 16 == 0,
+               "optimizer: " + what + " must be 16-byte aligned");
+  }
   const grad_t* grad_data() const { return packed_grads_.numel() > 0 ? packed_grads_.data() : grads_.data(); }
   detail::step_scalars* scalars_ptr() const { return reinterpret_cast<detail::step_scalars*>(scalars_.data()); }
   const detail::chunk* chunk_ptr() const { return reinterpret_cast<const detail::chunk*>(chunk_table_.data()); }

@@ -226,26 +226,14 @@ class data_parallel {
     }
   }
 
-  /// Launches every bucket not launched yet (all of them when this rank ran no backward in the step), then orders the
-  /// compute stream after every reduction, and rounds widened buckets back into the gradient buffer. After it the
-  /// gradient buffer holds the sum over ranks on every rank.
-  /// A micro-batch in which this rank has no rows (the short last batch of an epoch): ZeRO-2 reduces every
-  /// micro-batch, so the rank joins each unit's reduce-scatter with zeros. Nothing to do for stages 0 and 1.
-  void no_backward() {
-    if (stage() < 2) return;
-    for (std::size_t k : backward_units_) {
-      if (slot_of_[k] < 0) continue;
-      free_slot(slot_of_[k]);
-      const unit_shard& u = map_.units()[k];
-      assign(slots_[slot_of_[k]].slice(0, 0, u.end - u.begin), 0.0);
-      scatter_slot(k);
-    }
-  }
-
   /// ZeRO-2: this rank's shard of the step's reduced gradients (packed as the optimizer state; see
   /// optim::flat_optimizer::use_packed_grads).
   const tensor<G, Device>& packed_grads() const { return packed_grads_; }
 
+  /// Launches every bucket not launched yet (all of them when this rank ran no backward in the step), then orders the
+  /// compute stream after every reduction, and rounds widened buckets back into the gradient buffer. After it the
+  /// gradient buffer holds the sum over ranks on every rank. (ZeRO-2/3 reduce in every micro-batch: a rank without
+  /// rows in one must run a backward anyway, on an idle row whose loss counts 0.)
   void finish_gradients() {
     if (!active()) return;
     if (stage() >= 2) {
@@ -284,14 +272,7 @@ class data_parallel {
       params_changed();  // the optimizer updated the shards in place: every gathered copy is stale
       return;
     }
-    grads_->order_after_compute();
-    for (std::size_t k = 0; k < map_.units().size(); ++k) {
-      if (!unit_trainable_[k]) continue;
-      const unit_shard& u = map_.units()[k];
-      G* p = params_.data() + u.begin;
-      grads_->all_gather(p + u.per_rank * rank(), p, static_cast<std::size_t>(u.per_rank));
-    }
-    grads_->compute_waits();
+    gather_in_place(params_, /*trainable_only=*/true);
   }
 
   /// The part of the optimizer state this rank keeps (ZeRO): its shard of every unit, packed in unit order, and the
@@ -328,12 +309,7 @@ class data_parallel {
     for (const unit_shard& u : map_.units())
       assign(flat.slice(0, u.shard_begin(rank()), u.shard_begin(rank()) + u.per_rank),
              packed_params_.slice(0, u.local, u.local + u.per_rank));
-    grads_->order_after_compute();
-    for (const unit_shard& u : map_.units()) {
-      G* p = flat.data() + u.begin;
-      grads_->all_gather(p + u.per_rank * rank(), p, static_cast<std::size_t>(u.per_rank));
-    }
-    grads_->compute_waits();
+    gather_in_place(flat, /*trainable_only=*/false);
     value_slots_.clear();
   }
 
@@ -422,6 +398,19 @@ class data_parallel {
     pending_slot_.assign(slots_.size(), -1);
     pending_direct_.assign(slots_.size(), false);
     folded_.assign(n, false);
+  }
+
+  // All-gathers the units of a flat-layout buffer that holds this rank's shard of each in place (only the trainable
+  // units: the others did not change).
+  void gather_in_place(const tensor<G, Device>& flat, bool trainable_only) {
+    grads_->order_after_compute();
+    for (std::size_t k = 0; k < map_.units().size(); ++k) {
+      if (trainable_only && !unit_trainable_[k]) continue;
+      const unit_shard& u = map_.units()[k];
+      G* p = flat.data() + u.begin;
+      grads_->all_gather(p + u.per_rank * rank(), p, static_cast<std::size_t>(u.per_rank));
+    }
+    grads_->compute_waits();
   }
 
   // ZeRO-3: this rank keeps its shard of every unit (packed); each unit gets one of a few reused buffers for its

@@ -19,6 +19,11 @@ inline std::string absolute_path(const std::string& p) {
   return p.empty() ? p : std::filesystem::absolute(p).lexically_normal().string();
 }
 
+/// The ZeRO stage a --parallel value names: "zeroN" -> N, 0 for "none" and "dp".
+inline int zero_stage_of(const std::string& parallel) {
+  return parallel.size() == 5 && parallel.starts_with("zero") ? parallel[4] - '0' : 0;
+}
+
 struct train_options {
   std::string model_dir;    ///< a HF checkpoint folder to fine-tune, or
   std::string config_file;  ///< a config.json to train from scratch (then `vocab` is required)
@@ -58,7 +63,7 @@ struct train_options {
   int world_size = 1;           ///< ranks of the run (set at start-up from the launcher, not a flag)
 
   /// The ZeRO stage --parallel names (0 for none and dp).
-  int zero_stage() const { return parallel.starts_with("zero") ? parallel[4] - '0' : 0; }
+  int zero_stage() const { return zero_stage_of(parallel); }
 
   /// Rows of one global micro-batch: every rank's `batch` together (what one process with --batch-size of this
   /// value computes per micro-batch).

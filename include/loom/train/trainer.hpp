@@ -352,9 +352,10 @@ class trainer {
             model_.backward(b, gm, static_cast<float>(share));
           backward_done = true;
           assign(loss_sum, loss_sum + model_.loss() * share);
-        } else if (dp().stage() >= 3) {
-          // This rank's slice of a short last batch is empty, but ZeRO-3's forward and backward gather every unit:
-          // the rank runs them on one idle row whose loss counts 0, joining each collective in the same order.
+        } else if (dp().stage() >= 2) {
+          // This rank's slice of a short last batch is empty, but ZeRO-2/3 reduce in every backward (and ZeRO-3
+          // gathers in every forward): the rank runs them on one idle row whose loss counts 0, joining each
+          // collective in the same order.
           loader.release(hb);
           const bert::batch<Device>& b = idle_batch();
           model_.forward_loss(b, bert::mode::training, o_.seed, static_cast<std::uint64_t>(step_), 0);
@@ -363,7 +364,6 @@ class trainer {
           else model_.backward(b, grad_mode::overwrite, 0.0f);
         } else {
           loader.release(hb);  // this rank's slice of a short last batch is empty: it only joins the reductions
-          dp().no_backward();
         }
         rows_before += global_rows;
         sequences_ += static_cast<std::int64_t>(global_rows);
@@ -563,7 +563,7 @@ class trainer {
 
   std::int32_t pad_id() const { return static_cast<std::int32_t>(run_.config.pad_token_id.value_or(0)); }
 
-  /// One row of two padding tokens, label 0: what a ZeRO-3 rank without rows computes to join the collectives.
+  /// One row of two padding tokens, label 0: what a ZeRO-2/3 rank without rows computes to join the collectives.
   const bert::batch<Device>& idle_batch() {
     if (idle_.input_ids.numel() == 0) {
       tensor<std::int32_t, host> ids({1, 2}), types({1, 2}), lengths({1}), labels({1});

@@ -101,10 +101,8 @@ inline memory_plan plan_memory(const io::bert_config& c, std::int64_t batch, std
     if (sharding.stage >= 2) {
       // parallel::data_parallel::place_gradients (and, stage 3, place_parameters): one buffer for the embeddings,
       // two for the other units in turn, for the gradients (and the gathered parameters).
-      const checked_int V = c.vocab_size, pos = c.max_position_embeddings, types = c.type_vocab_size;
-      const checked_int embeddings = (V + pos + types) * H + 2 * H;
-      const checked_int layer = 4 * H * H + 4 * H + 2 * H * I + I + H + 4 * H;
-      buffers = (embeddings + 2 * layer) * B * (sharding.stage == 3 ? 2 : 1);
+      buffers = (c.checked_embedding_parameters() + 2 * c.checked_layer_parameters()) * B *
+                (sharding.stage == 3 ? 2 : 1);
     }
   }
   const checked_int total = parameters + gradients + optimizer + activations + buffers;
