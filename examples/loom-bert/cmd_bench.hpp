@@ -31,6 +31,8 @@ struct bench_options {
   std::string parallel = "none";
   double bucket_mb = 25;
   std::string reduce_dtype = "auto";
+  std::string offload = "none";
+  unsigned offload_threads = 0;
 };
 
 /// BERT-base and -large as hf_bert.py builds them (2 labels).
@@ -75,6 +77,8 @@ inline void run_bench(const bench_options& o) {
         t.parallel = o.parallel;
         t.bucket_mb = o.bucket_mb;
         t.reduce_dtype = o.reduce_dtype;
+        t.offload = o.offload;
+        t.offload_threads = o.offload_threads;
         if (o.device == "cuda") bench_train_cuda(t);
         else bench_train_host(t);
       }
@@ -137,6 +141,12 @@ inline void register_bench(CLI::App& app) {
                   "stage 1: gradients reduce-scattered, the optimizer state sharded, parameters all-gathered), or "
                   "zero2 (the gradients sharded too), or zero3 (the parameters too)")
       ->capture_default_str()->check(CLI::IsMember({"none", "dp", "zero1", "zero2", "zero3"}));
+  sub->add_option("--offload", o->offload,
+                  "with --train and a ZeRO stage: optimizer (the AdamW state and step on the CPU) or, with zero3, "
+                  "params (the parameter shards in host memory too)")
+      ->capture_default_str()->check(CLI::IsMember({"none", "optimizer", "params"}));
+  sub->add_option("--offload-threads", o->offload_threads, "with --offload: CPU threads of the optimizer step")
+      ->check(CLI::Range(1u, 4096u));
   sub->add_option("--bucket-mb", o->bucket_mb, "with --parallel dp: gradient bucket size")->capture_default_str()
       ->check(sign_check(true));
   sub->add_option("--reduce-dtype", o->reduce_dtype,
@@ -144,6 +154,7 @@ inline void register_bench(CLI::App& app) {
       ->capture_default_str()->check(CLI::IsMember({"auto", "fp32", "grad"}));
   sub->callback([o] {
     LOOM_CHECK(o->parallel == "none" || o->train, "--parallel " + o->parallel + " times training steps: add --train");
+    loom::train::offload_of(o->parallel, o->offload);  // refuses what cannot be offloaded, before any work
     run_bench(*o);
   });
 }

@@ -22,6 +22,7 @@ struct info_options {
   std::int64_t batch = 32, seq = 0;  // seq 0: 128, or the model's max_position_embeddings if fewer
   std::string parallel = "none";
   int ranks = 1;                      // with --parallel dp/zeroN: the training plan is per rank
+  std::string offload = "none";       // with --parallel zeroN: ZeRO-Offload's share of the plan in host memory
 };
 
 inline void run_info(const info_options& o) {
@@ -38,7 +39,8 @@ inline void run_info(const info_options& o) {
   const bool per_rank = o.parallel != "none";
   LOOM_CHECK(per_rank || o.ranks == 1, "--ranks needs --parallel dp, zero1, zero2 or zero3");
   const int stage = loom::train::zero_stage_of(o.parallel);
-  const loom::bert::state_sharding sharding{stage, o.ranks, stage == 0};
+  const loom::bert::state_sharding sharding{stage, o.ranks, stage == 0,
+                                            loom::train::offload_of(o.parallel, o.offload)};
   const loom::bert::memory_plan plans[2] = {loom::bert::plan_memory(cfg, o.batch, seq, bytes, false),
                                             loom::bert::plan_memory(cfg, o.batch, seq, bytes, true, true, false,
                                                                     sharding)};
@@ -54,8 +56,9 @@ inline void run_info(const info_options& o) {
               mib(loom::bert::parameter_count(cfg) * bytes), o.precision.c_str());
   const std::string parallel =
       !per_rank ? std::string(parallel_policy::name)
-                : (stage ? "ZeRO stage " + std::to_string(stage) : std::string("data parallel")) + " over " +
-                      std::to_string(o.ranks) + " rank(s), --batch per rank";
+                : (stage ? "ZeRO stage " + std::to_string(stage) : std::string("data parallel")) +
+                      (o.offload == "none" ? "" : ", offload " + o.offload) + " over " + std::to_string(o.ranks) +
+                      " rank(s), --batch per rank";
   std::printf("policy         precision %s, parallel %s\n", o.precision.c_str(), parallel.c_str());
   const double f = loom::bert::forward_flops(cfg, seq);
   std::printf("FLOPs/sequence %.3f GFLOP forward, %.3f GFLOP training step (seq %lld)\n", f / 1e9, 3 * f / 1e9,
@@ -66,11 +69,13 @@ inline void run_info(const info_options& o) {
     if (m.buffers)
       std::snprintf(buckets, sizeof buckets,
                     stage >= 2 ? "reused unit buffers %.1f MiB, " : "fp32 gradient buckets %.1f MiB, ", mib(m.buffers));
+    char host[64] = "";
+    if (m.host) std::snprintf(host, sizeof host, "; host (page-locked) %.1f MiB", mib(m.host));
     std::printf("%-14s batch %lld x seq %lld: parameters %.1f MiB, gradients %.1f MiB, optimizer %.1f MiB, "
-                "activations %.1f MiB, %stotal %.1f MiB%s\n",
+                "activations %.1f MiB, %stotal %.1f MiB%s%s\n",
                 training ? "training" : "inference", static_cast<long long>(o.batch), static_cast<long long>(seq),
                 mib(m.parameters), mib(m.gradients), mib(m.optimizer), mib(m.activations), buckets, mib(m.total()),
-                training && per_rank ? " per rank" : "");
+                training && per_rank ? " per rank" : "", host);
   }
 }
 
@@ -90,6 +95,10 @@ inline void register_info(CLI::App& app) {
                   "the optimizer state sharded over the ranks), zero2 (the gradients too) or zero3 (the parameters "
                   "too)")
       ->capture_default_str()->check(CLI::IsMember({"none", "dp", "zero1", "zero2", "zero3"}));
+  sub->add_option("--offload", o->offload,
+                  "with --parallel zero1/zero2/zero3: optimizer, or with zero3 params (what ZeRO-Offload moves to "
+                  "host memory: the plan shows it apart)")
+      ->capture_default_str()->check(CLI::IsMember({"none", "optimizer", "params"}));
   sub->add_option("--ranks", o->ranks, "with --parallel: ranks of the run")->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   sub->callback([o] { run_info(*o); });

@@ -77,6 +77,14 @@ inline void register_train(CLI::App& app) {
                   "(ZeRO stage 1: the optimizer state sharded over the ranks), zero2 (the gradients too) or zero3 (the "
                   "parameters too)")
       ->capture_default_str()->check(CLI::IsMember({"none", "dp", "zero1", "zero2", "zero3"}));
+  sub->add_option("--offload", o->offload,
+                  "with --parallel zero1/zero2/zero3: optimizer (ZeRO-Offload: fp32 master weights and AdamW moments "
+                  "in page-locked host memory, the step on the CPU) or, with zero3, params (the parameter shards "
+                  "too); none keeps everything on the device")
+      ->capture_default_str()->check(CLI::IsMember({"none", "optimizer", "params"}));
+  sub->add_option("--offload-threads", o->offload_threads,
+                  "with --offload: CPU threads of each rank's optimizer step (default: the node's cores / its ranks)")
+      ->check(CLI::Range(1u, 4096u));
   sub->add_option("--bucket-mb", o->bucket_mb, "with --parallel dp: MB of gradients per all-reduce bucket")
       ->capture_default_str()->check(sign_check(true));
   sub->add_option("--reduce-dtype", o->reduce_dtype,
@@ -86,6 +94,7 @@ inline void register_train(CLI::App& app) {
                   "with --parallel dp: seconds a collective may take before every rank stops with an error")
       ->capture_default_str()->check(sign_check(true));
   sub->callback([o] {
+    loom::train::offload_of(o->parallel, o->offload);  // refuses what cannot be offloaded, before any work
     if (o->device == "cpu") {
       LOOM_CHECK(o->precision == "fp32", "--device cpu trains in fp32; bf16/fp16 need --device cuda");
       train_host_fp32(*o);

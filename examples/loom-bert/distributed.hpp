@@ -3,8 +3,10 @@
 // loom-bert under mpirun (--parallel dp): this process's rank, its GPU, and the data-parallel policy of a run.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <string>
+#include <thread>
 
 #include <loom/parallel/agreement.hpp>
 #include <loom/parallel/data_parallel.hpp>
@@ -54,8 +56,11 @@ inline loom::parallel::reduce_dtype reduce_dtype_named(const std::string& name) 
   return loom::parallel::reduce_dtype::automatic;
 }
 
+/// `offload_threads` 0: this node's hardware threads shared out among its ranks.
 template <class Policy, class Device>
-Policy make_data_parallel(double bucket_mb, double timeout_s, const std::string& reduce = "auto", int stage = 0) {
+Policy make_data_parallel(double bucket_mb, double timeout_s, const std::string& reduce = "auto", int stage = 0,
+                          loom::parallel::offload offloaded = loom::parallel::offload::none,
+                          unsigned offload_threads = 0) {
   auto& w = loom::parallel::world();
   const auto opts = comm_options_for(timeout_s);
   loom::parallel::mpi_communicator control(w.comm(), opts);
@@ -68,6 +73,10 @@ Policy make_data_parallel(double bucket_mb, double timeout_s, const std::string&
   o.bucket_mb = bucket_mb;
   o.reduce = reduce_dtype_named(reduce);
   o.stage = stage;
+  o.offloaded = offloaded;
+  o.offload_threads = offload_threads ? offload_threads
+                                      : std::max(1u, std::thread::hardware_concurrency() /
+                                                         static_cast<unsigned>(std::max(1, w.local_size())));
   return Policy(std::move(control), std::move(grads), o);
 }
 

@@ -23,6 +23,8 @@ struct train_bench_options {
   std::string parallel = "none";  ///< "dp" or "zero1": over the world (one rank: the machinery's cost alone)
   double bucket_mb = 25;
   std::string reduce_dtype = "auto";
+  std::string offload = "none";  ///< with a ZeRO stage: "optimizer" or (zero3) "params" (train::offload_of)
+  unsigned offload_threads = 0;
 };
 /// Prints one JSON line (kind "train", as ../shared/bench/hf_bert.py).
 void bench_train_host(const train_bench_options& o);

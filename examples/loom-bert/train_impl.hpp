@@ -25,7 +25,9 @@ void run_training(loom::train::train_options o) {
   typename trainer_t::policy_t dp;
   if (o.parallel != "none")
     dp = make_data_parallel<typename trainer_t::policy_t, Device>(o.bucket_mb, o.comm_timeout_s, o.reduce_dtype,
-                                                                  o.zero_stage());
+                                                                  o.zero_stage(),
+                                                                  loom::train::offload_of(o.parallel, o.offload),
+                                                                  o.offload_threads);
   o.world_size = dp.size();
   const bool lead = dp.rank() == 0;
   // Every rank reads and checks everything; rank 0 alone prepares --output. A refusal on any rank stops them all.
@@ -59,6 +61,9 @@ void run_training(loom::train::train_options o) {
                                                   : dp.stage() == 3 ? "ZeRO stage 3 (optimizer state, gradients and "
                                                                       "parameters sharded)"
                                                                     : "data parallel") +
+                                (o.offload == "none"     ? ""
+                                 : o.offload == "params" ? ", parameters and optimizer state offloaded to host memory"
+                                                         : ", optimizer state offloaded to host memory") +
                                 " over " + std::to_string(dp.size()) + " rank(s), " +
                                 std::to_string(o.global_micro_batch() * static_cast<std::size_t>(o.grad_accum)) +
                                 " rows per step")
@@ -79,8 +84,8 @@ void run_train_bench(const train_bench_options& o) {
   using model_t = loom::bert::model<Precision, policy_t, Device>;
   policy_t dp;
   if (o.parallel != "none")
-    dp = make_data_parallel<policy_t, Device>(o.bucket_mb, 60, o.reduce_dtype,
-                                              loom::train::zero_stage_of(o.parallel));
+    dp = make_data_parallel<policy_t, Device>(o.bucket_mb, 60, o.reduce_dtype, loom::train::zero_stage_of(o.parallel),
+                                              loom::train::offload_of(o.parallel, o.offload), o.offload_threads);
   model_t m(o.config, true, std::move(dp));
   loom::bert::init_weights(m, 1);
   m.set_recompute(o.recompute);
@@ -93,8 +98,7 @@ void run_train_bench(const train_bench_options& o) {
   m.parallel().attach(m.params());  // the bucket plan (ZeRO: the shards), once: the layout no longer changes
   loom::optim::adamw<Precision, Device> opt(m.params(), {}, loom::optim::hf_decay_ranges(m.params()),
                                             m.parallel().optimizer_sharding());
-  if (m.parallel().stage() >= 2) opt.use_packed_grads(m.parallel().packed_grads());
-  if (m.parallel().stage() >= 3) opt.use_packed_params(m.parallel().packed_params());
+  m.parallel().bind(opt);
   loom::tensor<std::int32_t> ids({o.batch, o.seq}), types({o.batch, o.seq}), lengths({o.batch}), labels({o.batch});
   for (loom::index_t i = 0; i < ids.numel(); ++i) {
     ids.data()[i] = bench_token_id(i, o.config.vocab_size);
@@ -134,14 +138,26 @@ void run_train_bench(const train_bench_options& o) {
   sync();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.steps;
   const double tflops = loom::bert::training_flops(o.config, o.seq) * static_cast<double>(o.batch) / secs / 1e12;
+  const double peak_gib = static_cast<double>(loom::get_memory_stats(dev).peak_bytes) / (1ull << 30);
+  const float loss = loom::to<loom::host>(m.loss())();
+  // The optimizer step alone (on the GPU, or on the CPU when offloaded): its throughput in parameters/s.
+  const int opt_steps = 5;
+  const auto o0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < opt_steps; ++i) opt.step(2e-5);
+  sync();
+  const double opt_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - o0).count() / opt_steps;
+  double stepped = 0;  // this rank's share
+  for (const auto& c : opt.chunks()) stepped += c.count;
   std::printf("{\"kind\": \"train\", \"impl\": \"loom\", \"model\": \"%s\", \"batch\": %lld, \"seq\": %lld, "
-              "\"dtype\": \"%s\", \"recompute\": %s, \"lora_r\": %d, \"max_grad_norm\": %g, \"step_ms\": %.3f, "
-              "\"seq_per_s\": %.1f, \"tflops\": %.1f, \"mfu_h100\": %.3f, \"peak_gib\": %.3f, \"loss\": %.4f}\n",
+              "\"dtype\": \"%s\", \"recompute\": %s, \"lora_r\": %d, \"max_grad_norm\": %g, \"parallel\": \"%s\", "
+              "\"offload\": \"%s\", \"step_ms\": %.3f, \"seq_per_s\": %.1f, \"tflops\": %.1f, \"mfu_h100\": %.3f, "
+              "\"peak_gib\": %.3f, \"loss\": %.4f, \"optimizer_ms\": %.3f, \"optimizer_params_per_s\": %.4g, "
+              "\"optimizer_on\": \"%s\", \"optimizer_threads\": %u}\n",
               o.name.c_str(), static_cast<long long>(o.batch), static_cast<long long>(o.seq), o.precision.c_str(),
-              o.recompute ? "true" : "false", o.lora_r, static_cast<double>(o.max_grad_norm), secs * 1e3,
-              static_cast<double>(o.batch) / secs, tflops,
-              tflops / 989.0, static_cast<double>(loom::get_memory_stats(dev).peak_bytes) / (1ull << 30),
-              static_cast<double>(loom::to<loom::host>(m.loss())()));
+              o.recompute ? "true" : "false", o.lora_r, static_cast<double>(o.max_grad_norm), o.parallel.c_str(),
+              o.offload.c_str(), secs * 1e3, static_cast<double>(o.batch) / secs, tflops, tflops / 989.0, peak_gib,
+              static_cast<double>(loss), opt_secs * 1e3, stepped / opt_secs,
+              opt.offloaded() ? "cpu" : Device::name.data(), opt.offload_threads());
   flush_stdout();
 }
 

@@ -4,34 +4,40 @@
 #   bash .devrun/run.sh bash scripts/bench/multi_gpu.sh            (on nvidia-h200-x2 or nvidia-h200-x4)
 # (a) Equivalence: the same short fp32 fine-tune (tiny_a fixture, or MODEL=folder, e.g. MiniLM; 20 steps, dropout on,
 #     global batch 16) on 1 GPU without --parallel and under `mpirun -np N ... --parallel MODE --device cuda` with
-#     --batch-size 16/N, for each MODE of MODES (dp zero1 zero2 zero3); the final parameters compared with
-#     scripts/compare_safetensors.py. Tolerance RTOL (default 1e-4, relative to each tensor's largest value): on the
-#     host the runs agree within 1e-5 (tests/cli/dp_cases.sh), on a GPU cuBLAS may pick other GEMM algorithms (another
-#     summation order) for the smaller per-rank batches, and 20 AdamW steps carry those last-digit differences on. The
-#     worst difference is printed either way. The attention key biases are held to the run's summed learning rates
-#     instead (compare_safetensors.py --noise explains why).
+#     --batch-size 16/N, for each MODE of MODES (dp zero1 zero2 zero3) and of OFFLOAD_MODES (zero2+optimizer
+#     zero3+params: ZeRO-Offload, see below); the final parameters compared with scripts/compare_safetensors.py.
+#     Tolerance RTOL (default 1e-4, relative to each tensor's largest value): on the host the runs agree within 1e-5
+#     (tests/cli/dp_cases.sh), on a GPU cuBLAS may pick other GEMM algorithms (another summation order) for the smaller
+#     per-rank batches, and 20 AdamW steps carry those last-digit differences on. The worst difference is printed either
+#     way. The attention key biases are held to the run's summed learning rates instead (compare_safetensors.py --noise
+#     explains why).
 # (b) Scaling: `loom-bert bench --train --parallel dp --device cuda --precision bf16 --batch 64 --seq 128` (BERT-base,
 #     random weights; --batch is per rank) under mpirun -np 1, 2, 4, beside PyTorch DDP (hf_bert_ddp.py, bf16
 #     autocast, the same per-GPU batch) under torch.distributed.run with the same GPU counts: one table of seq/s per
 #     GPU and in all, loom / torch, and scaling efficiency (seq/s in all / (N x seq/s on one GPU)).
-# (c) ZeRO: for each size of SIZES (base, large) and rank count (1, 2, 4) and MODE of MODES, `loom-bert bench --train
-#     --parallel MODE --size SIZE --batch ZERO_BATCH (32, per rank) --seq 128 --precision bf16 --max-grad-norm 1` under
-#     mpirun, ITERS timed steps: step ms (the slowest rank), seq/s in all (the ranks' sum), peak GiB per rank (the
-#     largest; allocations through loom, as torch.cuda.max_memory_allocated), and `loom-bert info --parallel MODE
-#     --ranks N` (its planned total per rank, and plan / peak); beside it PyTorch FSDP2 (hf_bert_ddp.py --fsdp, one
-#     line per rank count: rank 0's peak; it does not clip gradients). Then the largest per-rank batch that runs: the
-#     batches of FIT_BATCHES in order, 3 timed steps each, up to the first failure (non-zero exit, or a rank without
+# (c) ZeRO: for each size of SIZES (base, large) and rank count (1, 2, 4) and MODE of MODES and OFFLOAD_MODES,
+#     `loom-bert bench --train --parallel MODE --size SIZE --batch ZERO_BATCH (32, per rank) --seq 128 --precision bf16
+#     --max-grad-norm 1` under mpirun, ITERS timed steps: step ms (the slowest rank), seq/s in all (the ranks' sum),
+#     peak GiB per rank (the largest; allocations through loom, as torch.cuda.max_memory_allocated), the optimizer step
+#     alone (ms, the slowest rank; parameters/s per rank, the ranks' mean; where it ran: the GPU, or the CPU with its
+#     threads when offloaded), and `loom-bert info --parallel MODE --ranks N` (its planned device total per rank, plan /
+#     peak, and the page-locked host memory per rank when offloaded); beside it PyTorch FSDP2 (hf_bert_ddp.py --fsdp,
+#     one line per rank count: rank 0's peak; it does not clip gradients). Then the largest per-rank batch that runs:
+#     the batches of FIT_BATCHES in order, 3 timed steps each, up to the first failure (non-zero exit, or a rank without
 #     its JSON line), for loom in each MODE and for FSDP2, at the rank counts of FIT_COUNTS only (default: the largest
 #     run; ">=B": every batch tried ran, or the time limit came first). One table per size. Every run is cut at 300 s,
 #     and none is started past TIME_LIMIT seconds after the script's start (default 560: the device tool's 10-minute
 #     call, with (a) and (b) in it); what that leaves out is named, shown as "-", and the tables are still printed. For
 #     complete fits run (c) in a call of its own (SKIP_EQUIV=1 SKIP_SCALING=1).
+# A mode X+Y (zero1+optimizer, zero2+optimizer, zero3+optimizer, zero3+params) runs ZeRO stage X with ZeRO-Offload Y:
+# `--parallel X --offload Y` for train, bench --train and info alike (mode_flags); in file names it is X-Y.
 # Rank counts beyond the GPUs of the machine (nvidia-smi -L) are skipped with a message. JSON lines and logs go to
 # $OUT when it is set (the device tool brings $OUT back), else to a temporary folder.
 # Settings (environment): LOOM_BERT (default .devrun/bin/loom-bert), HF_DDP (default .devrun/bench/hf_bert_ddp.py),
 # MODEL (default tests/fixtures/bert/tiny_a), RTOL (1e-4), COUNTS ("1 2 4"), ITERS (timed steps, 30), MODES ("dp zero1
-# zero2 zero3"), SIZES ("base large"), ZERO_BATCH (32), FIT_BATCHES ("64 128 256 512 1024"), FIT_COUNTS (the largest
-# count run; "" skips the fits), TIME_LIMIT (560; 0: none), SKIP_EQUIV=1, SKIP_SCALING=1, SKIP_ZERO=1.
+# zero2 zero3"), OFFLOAD_MODES (run after MODES in (a) and (c): "zero2+optimizer zero3+params"; "" none), SIZES ("base
+# large"), ZERO_BATCH (32), FIT_BATCHES ("64 128 256 512 1024"), FIT_COUNTS (the largest count run; "" skips the fits),
+# TIME_LIMIT (560; 0: none), SKIP_EQUIV=1, SKIP_SCALING=1, SKIP_ZERO=1.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 LOOM_BERT=${LOOM_BERT:-$ROOT/.devrun/bin/loom-bert}
@@ -42,6 +48,9 @@ RTOL=${RTOL:-1e-4}
 COUNTS=${COUNTS:-1 2 4}
 ITERS=${ITERS:-30}
 MODES=${MODES:-dp zero1 zero2 zero3}
+OFFLOAD_MODES=${OFFLOAD_MODES-zero2+optimizer zero3+params}
+# (a) and (c) run the stages, then their ZeRO-Offload variants.
+ALL_MODES="$MODES${OFFLOAD_MODES:+ $OFFLOAD_MODES}"
 SIZES=${SIZES:-base large}
 ZERO_BATCH=${ZERO_BATCH:-32}
 FIT_BATCHES=${FIT_BATCHES:-64 128 256 512 1024}
@@ -63,6 +72,15 @@ echo "multi_gpu: loom-bert $LOOM_BERT, model $MODEL, results in $W"
 # mpirun as the docs show it; run.sh (the device tool's wrapper) already allows root and oversubscription.
 MPIRUN=(mpirun --bind-to none)
 [ "$(id -u)" != 0 ] || MPIRUN+=(--allow-run-as-root)
+
+# mode_flags MODE: a mode token as loom-bert's flags, in MODE_FLAGS (X: --parallel X; X+Y: --parallel X --offload Y),
+# and as a file-name part, in MODE_TAG (X, or X-Y: the device tool brings back no file with '+' in its name).
+mode_flags() {
+  case $1 in
+    *+*) MODE_FLAGS=(--parallel "${1%%+*}" --offload "${1#*+}") MODE_TAG=${1%%+*}-${1#*+} ;;
+    *) MODE_FLAGS=(--parallel "$1") MODE_TAG=$1 ;;
+  esac
+}
 
 # counts_within: the rank counts of COUNTS this machine has GPUs for; the others are named and skipped.
 counts_within() {
@@ -88,18 +106,20 @@ equivalence() {
   local common=(train --model "$MODEL" --train "$W/train.tsv" --dev "$W/dev.tsv" --text-column sentence
     --max-seq-len 64 --log-every 5 --lr "$lr" --warmup-ratio 0.1 --device cuda --precision fp32
     --save-total-limit 0 --max-steps "$steps" --eval-every "$steps")
-  echo "== (a) equivalence: fp32, $steps steps, global batch $global, dropout as in $MODEL/config.json, modes $MODES =="
+  echo "== (a) equivalence: fp32, $steps steps, global batch $global, dropout as in $MODEL/config.json," \
+    "modes $ALL_MODES =="
   if ! CUDA_VISIBLE_DEVICES=0 "$LOOM_BERT" "${common[@]}" --batch-size $global --output "$W/eq1" \
     >"$W/eq1.log" 2>&1; then
     echo "multi_gpu: the 1-GPU run failed: $(tail -n 3 "$W/eq1.log")"
     status=1
     return
   fi
-  for mode in $MODES; do
+  for mode in $ALL_MODES; do
+    mode_flags "$mode"
     for n in "${RUN_COUNTS[@]}"; do
       [ "$n" -gt 1 ] || continue
-      local run=eq.$mode.$n
-      if ! "${MPIRUN[@]}" -np "$n" "$LOOM_BERT" "${common[@]}" --batch-size $((global / n)) --parallel "$mode" \
+      local run=eq.$MODE_TAG.$n
+      if ! "${MPIRUN[@]}" -np "$n" "$LOOM_BERT" "${common[@]}" --batch-size $((global / n)) "${MODE_FLAGS[@]}" \
         --output "$W/$run" >"$W/$run.log" 2>&1; then
         echo "multi_gpu: the $mode run on $n ranks failed: $(grep -m1 'error' "$W/$run.log" || tail -n 3 "$W/$run.log")"
         status=1
@@ -219,10 +239,12 @@ capped() {
   return $rc
 }
 
-# loom_zero NAME SIZE RANKS MODE BATCH ITERS: one `bench --train` under mpirun (random weights); every rank prints its
-# JSON line into $W/NAME.out, its log into $W/NAME.log. Succeeds when the run did and every rank printed its line.
+# loom_zero NAME SIZE RANKS MODE BATCH ITERS: one `bench --train` under mpirun (random weights; MODE as mode_flags
+# takes it); every rank prints its JSON line into $W/NAME.out, its log into $W/NAME.log. Succeeds when the run did and
+# every rank printed its line.
 loom_zero() {
-  capped 300 "${MPIRUN[@]}" -np "$3" "$LOOM_BERT" bench --train --parallel "$4" --size "$2" --batch "$5" --seq 128 \
+  mode_flags "$4"
+  capped 300 "${MPIRUN[@]}" -np "$3" "$LOOM_BERT" bench --train "${MODE_FLAGS[@]}" --size "$2" --batch "$5" --seq 128 \
     --iters "$6" --precision bf16 --device cuda --max-grad-norm 1 >"$W/$1.out" 2>"$W/$1.log" &&
     [ "$(grep -c '"kind": "train"' "$W/$1.out")" -ge "$3" ]
 }
@@ -246,12 +268,14 @@ why() {
 }
 
 # fit IMPL SIZE RANKS MODE: the batches of FIT_BATCHES in order, 3 timed steps each, up to the first failure; writes
-# "LARGEST HOW" to $W/fit.SIZE.RANKS.MODE (IMPL fsdp2: MODE fsdp2), HOW: failed (the next batch failed), all (every
-# batch ran) or time (the time limit stopped the search); LARGEST 0 when none ran.
+# "LARGEST HOW" to $W/fit.SIZE.RANKS.TAG (TAG: MODE's MODE_TAG; IMPL fsdp2: MODE fsdp2), HOW: failed (the next batch
+# failed), all (every batch ran) or time (the time limit stopped the search); LARGEST 0 when none ran.
 fit() {
-  local impl=$1 size=$2 n=$3 mode=$4 b best=0 how=all name ran
+  local impl=$1 size=$2 n=$3 mode=$4 b best=0 how=all name ran tag
+  mode_flags "$mode"
+  tag=$MODE_TAG
   for b in $FIT_BATCHES; do
-    name=fit.$size.$n.$mode.$b
+    name=fit.$size.$n.$tag.$b
     ran=1
     if [ "$impl" = loom ]; then
       loom_zero "$name" "$size" "$n" "$mode" "$b" 3 || ran=0
@@ -270,13 +294,13 @@ fit() {
     fi
     best=$b
   done
-  echo "$best $how" >"$W/fit.$size.$n.$mode"
+  echo "$best $how" >"$W/fit.$size.$n.$tag"
 }
 
 zero() {
   local size n mode hidden layers heads inter
   echo "== (c) ZeRO: bf16 training, batch $ZERO_BATCH per rank, seq 128, $ITERS timed steps; sizes $SIZES;" \
-    "modes $MODES; largest batches at ${FIT_COUNTS:-no} rank count(s) =="
+    "modes $ALL_MODES; largest batches at ${FIT_COUNTS:-no} rank count(s) =="
   for size in $SIZES; do
     # BERT-base and -large as `bench --size` builds them, for `info`.
     case $size in
@@ -295,12 +319,14 @@ JSON
   # The timed runs first (the fits take what time is left).
   for size in $SIZES; do
     for n in "${RUN_COUNTS[@]}"; do
-      for mode in $MODES; do
-        "$LOOM_BERT" info --config "$W/$size.config.json" --parallel "$mode" --ranks "$n" --batch "$ZERO_BATCH" \
-          --seq 128 --precision bf16 >"$W/plan.$size.$n.$mode" 2>&1 ||
-          echo "multi_gpu: info for $size, $mode on $n rank(s) failed: $(tail -n 1 "$W/plan.$size.$n.$mode")"
-        loom_zero "zero.$size.$n.$mode" "$size" "$n" "$mode" "$ZERO_BATCH" "$ITERS" ||
-          echo "multi_gpu: loom $size, $mode on $n rank(s) failed: $(why "zero.$size.$n.$mode")"
+      for mode in $ALL_MODES; do
+        mode_flags "$mode"
+        local plan=plan.$size.$n.$MODE_TAG run=zero.$size.$n.$MODE_TAG
+        "$LOOM_BERT" info --config "$W/$size.config.json" "${MODE_FLAGS[@]}" --ranks "$n" --batch "$ZERO_BATCH" \
+          --seq 128 --precision bf16 >"$W/$plan" 2>&1 ||
+          echo "multi_gpu: info for $size, $mode on $n rank(s) failed: $(tail -n 1 "$W/$plan")"
+        loom_zero "$run" "$size" "$n" "$mode" "$ZERO_BATCH" "$ITERS" ||
+          echo "multi_gpu: loom $size, $mode on $n rank(s) failed: $(why "$run")"
       done
       fsdp2 "zero.$size.$n.fsdp2" "$size" "$n" "$ZERO_BATCH" "$ITERS" ||
         echo "multi_gpu: FSDP2 $size on $n GPU(s) failed: $(why "zero.$size.$n.fsdp2")"
@@ -309,11 +335,11 @@ JSON
   for size in $SIZES; do
     for n in $FIT_COUNTS; do
       [[ " ${RUN_COUNTS[*]} " == *" $n "* ]] || continue
-      for mode in $MODES; do fit loom "$size" "$n" "$mode"; done
+      for mode in $ALL_MODES; do fit loom "$size" "$n" "$mode"; done
       fit fsdp2 "$size" "$n" fsdp2
     done
   done
-  W=$W JSONL=$JSONL SIZES=$SIZES MODES=$MODES COUNTS="${RUN_COUNTS[*]}" ZERO_BATCH=$ZERO_BATCH ITERS=$ITERS \
+  W=$W JSONL=$JSONL SIZES=$SIZES MODES=$ALL_MODES COUNTS="${RUN_COUNTS[*]}" ZERO_BATCH=$ZERO_BATCH ITERS=$ITERS \
     BENCH_DIR=$ROOT/scripts/bench python3 - <<'PY'
 import json, os, re, sys
 
@@ -328,14 +354,16 @@ counts, batch = [int(c) for c in os.environ["COUNTS"].split()], int(os.environ["
 
 
 def plan_gib(path):
+    """info's training plan per rank: (device total GiB, page-locked host GiB or None when nothing is offloaded)."""
     try:
         for line in open(path):
             m = re.search(r"total ([0-9.]+) MiB per rank", line)
             if line.startswith("training") and m:
-                return float(m.group(1)) / 1024
+                host = re.search(r"host \(page-locked\) ([0-9.]+) MiB", line)
+                return float(m.group(1)) / 1024, float(host.group(1)) / 1024 if host else None
     except OSError:
         pass
-    return None
+    return None, None
 
 
 def fit(path):
@@ -351,6 +379,12 @@ def f(v, spec):
     return format(v, spec) if v is not None else "-"
 
 
+def optimizer_on(loom):
+    """Where the ranks' optimizer step ran: cuda/host, or cpu with its threads (per rank) when offloaded."""
+    on = sorted({(j.get("optimizer_on"), j.get("optimizer_threads")) for j in loom if j.get("optimizer_on")})
+    return ", ".join(f"{o} ({t} threads)" if o == "cpu" and t else o for o, t in on) or None
+
+
 def batch_text(best, how):
     if how is None:
         return "-"
@@ -363,27 +397,40 @@ out = open(jsonl, "a")
 for size in sizes:
     print(f"\n{size}: loom bench --train --parallel MODE vs PyTorch FSDP2, bf16, batch {batch} per rank, seq 128")
     print("| ranks | mode | loom step ms | loom seq/s | loom peak GiB/rank | plan GiB/rank | plan/peak "
+          "| plan host GiB/rank | optimizer ms | optimizer Mparam/s/rank | optimizer on "
           "| loom max batch | fsdp2 seq/s | fsdp2 peak GiB | fsdp2 max batch |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n in counts:
         torch = train_lines(f"{w}/zero.{size}.{n}.fsdp2.out")
         t = torch[0] if torch else {}
         t_best, t_how = fit(f"{w}/fit.{size}.{n}.fsdp2")
         for i, mode in enumerate(modes):
-            loom = train_lines(f"{w}/zero.{size}.{n}.{mode}.out")
+            tag = mode.replace("+", "-")  # the file names' form of the mode (multi_gpu.sh's mode_flags)
+            loom = train_lines(f"{w}/zero.{size}.{n}.{tag}.out")
             ok = len(loom) >= n  # every rank's line
             # Each rank reports its own step time and throughput: the step is the slowest rank's, the rows add up.
             # The peak is the largest rank's (each rank reads the counters of its own GPU).
             step = max(j["step_ms"] for j in loom) if ok else None
             rate = sum(j["seq_per_s"] for j in loom) if ok else None
             peak = max(j["peak_gib"] for j in loom) if ok else None
-            plan = plan_gib(f"{w}/plan.{size}.{n}.{mode}")
+            # The optimizer step alone (bench times it apart: on the GPU, or on the CPU when offloaded): the slowest
+            # rank's ms, the ranks' mean parameters/s (each steps its own shard, all of them under dp).
+            opt_ms = (max(j["optimizer_ms"] for j in loom)
+                      if ok and all("optimizer_ms" in j for j in loom) else None)
+            opt_rate = (sum(j["optimizer_params_per_s"] for j in loom)
+                        if ok and all("optimizer_params_per_s" in j for j in loom) else None)
+            opt_on = optimizer_on(loom) if ok else None
+            plan, host = plan_gib(f"{w}/plan.{size}.{n}.{tag}")
             ratio = plan / peak if plan and peak else None
-            best, how = fit(f"{w}/fit.{size}.{n}.{mode}")
+            best, how = fit(f"{w}/fit.{size}.{n}.{tag}")
             r = {"kind": "zero", "model": size, "ranks": n, "mode": mode, "batch_per_rank": batch, "seq": 128,
                  "dtype": "bf16", "iters": int(os.environ["ITERS"]), "loom_step_ms": step, "loom_seq_per_s": rate,
                  "loom_peak_gib": peak, "plan_gib": round(plan, 3) if plan else None,
-                 "plan_over_peak": round(ratio, 3) if ratio else None, "loom_max_batch": best, "loom_fit": how,
+                 "plan_over_peak": round(ratio, 3) if ratio else None,
+                 "plan_host_gib": round(host, 3) if host is not None else None,
+                 "optimizer_ms": opt_ms, "optimizer_params_per_s": opt_rate,
+                 "optimizer_params_per_s_per_rank": opt_rate / len(loom) if opt_rate is not None else None,
+                 "optimizer_on": opt_on, "loom_max_batch": best, "loom_fit": how,
                  "fsdp2_step_ms": t.get("step_ms"), "fsdp2_seq_per_s": t.get("seq_per_s"),
                  "fsdp2_peak_gib": t.get("peak_gib"), "fsdp2_max_batch": t_best, "fsdp2_fit": t_how}
             out.write(json.dumps(r) + "\n")
@@ -391,9 +438,13 @@ for size in sizes:
             torch_cells = (f"{f(t.get('seq_per_s'), '.1f')} | {f(t.get('peak_gib'), '.2f')} "
                            f"| {batch_text(t_best, t_how)}" if i == 0 else " | | ")
             print(f"| {n} | {mode} | {f(step, '.2f')} | {f(rate, '.1f')} | {f(peak, '.2f')} | {f(plan, '.2f')} "
-                  f"| {f(ratio, '.3f')} | {batch_text(best, how)} | {torch_cells} |")
+                  f"| {f(ratio, '.3f')} | {f(host, '.2f')} | {f(opt_ms, '.2f')} "
+                  f"| {f(opt_rate / len(loom) / 1e6 if opt_rate is not None else None, '.1f')} | {opt_on or '-'} "
+                  f"| {batch_text(best, how)} | {torch_cells} |")
 print("max batch: FIT_BATCHES tried in order (3 steps each) up to the first failure; >=B: every batch ran or the time "
       "limit came first; none: not even the first; -: not measured")
+print("plan host: the page-locked host memory per rank of info's plan (ZeRO-Offload; - when nothing is offloaded); "
+      "optimizer: its step alone, after the timed steps (ms: the slowest rank; parameters/s: the ranks' mean)")
 PY
 }
 

@@ -16,11 +16,18 @@
 #   kill         a rank killed with SIGKILL: the job ends non-zero within 60 s (dp and zero1-3)
 #   hang         a rank that stops responding (SIGSTOP): the other ends within --comm-timeout + a few seconds, its one
 #                error line naming itself, the collective, the step and the rank that does not respond (dp and zero1-3)
+#   ckptfault    the same while a checkpoint is written every step (zero1, zero3 + offload): the job ends, and every
+#                checkpoint left in --output is whole (all the shard files its trainer_state.json lists), `latest`
+#                names one, and --resume continues from it
 #   mismatch     ranks started with different flags (--seed) are refused before training: exit 2, one line naming the rank
 #                and the flag; no checkpoint is written
 #   reshard      a zero3 checkpoint of 4 ranks (4 optimizer shards) resumes at 2 ranks with zero3, zero2, zero1 and dp,
 #                and in one process, each ending within 1e-5 of the uninterrupted 4-rank run; a checkpoint with a shard
 #                missing is refused on every rank, naming the file
+#   offload      ZeRO-Offload (--offload optimizer with zero1-3, --offload params with zero3): the equivalence above at
+#                2 and 4 ranks (accumulation 1 and 2), byte-identical to the plain run as a world of one, checkpoints
+#                that resume with and without offloading, a killed rank ends the job, and what cannot be offloaded is
+#                refused at start-up with the flag named
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/mpi_case_env.sh" dp_cases "$@"
 
@@ -122,6 +129,81 @@ case_reshard() {
     fail "the refusal does not name the shard: $(cat "$W/torn.log")"
   echo "dp_cases reshard: zero3 at 4 ranks -> zero3, zero2, zero1, dp at 2, one process: within 1e-5 at step 20;" \
     "a lost shard is refused"
+}
+
+OFFLOADS="zero1:optimizer zero2:optimizer zero3:optimizer zero3:params"
+
+case_offload() {
+  local accum n spec mode off
+  for accum in 1 2; do
+    local tag=a$accum
+    run_ok "$W/$tag.1.log" "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 20 --batch-size 8 \
+      --grad-accum $accum --output "$W/$tag.1"
+    for spec in $OFFLOADS; do
+      mode=${spec%:*} off=${spec#*:}
+      for n in 2 4; do
+        local out="$W/$tag.$mode.$off.$n"
+        run_ok "$out.log" "${MPIRUN[@]}" -np $n "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 20 \
+          --batch-size $((8 / n)) --grad-accum $accum --parallel $mode --offload $off --offload-threads 2 \
+          --output "$out"
+        compare "$W/$tag.1/checkpoint-20/model.safetensors" "$out/checkpoint-20/model.safetensors" ||
+          fail "--grad-accum $accum: $mode --offload $off on $n ranks ended with other parameters than one process"
+        compare "$W/$tag.1/checkpoint-20" "$out/checkpoint-20" ||
+          fail "--grad-accum $accum: $mode --offload $off on $n ranks ended with another optimizer state"
+      done
+    done
+  done
+  grep -q "parameters and optimizer state offloaded to host memory" "$W/a1.zero3.params.2.log" ||
+    fail "the start-up line does not say what is offloaded: $(head -n 3 "$W/a1.zero3.params.2.log")"
+  # A world of one runs the same CPU step on the same values: byte-identical to the plain run (fp32, accumulation).
+  run_ok "$W/plain.log" "$LOOM_BERT" $(common dropout) --max-steps 12 --eval-every 6 --batch-size 8 --grad-accum 2 \
+    --output "$W/plain"
+  local f
+  for spec in $OFFLOADS; do
+    mode=${spec%:*} off=${spec#*:}
+    run_ok "$W/w1.$spec.log" "$LOOM_BERT" $(common dropout) --max-steps 12 --eval-every 6 --batch-size 8 \
+      --grad-accum 2 --parallel $mode --offload $off --output "$W/w1.$mode.$off"
+    for f in model.safetensors optimizer-0-of-1.safetensors; do
+      cmp "$W/plain/checkpoint-12/$f" "$W/w1.$mode.$off/checkpoint-12/$f" ||
+        fail "--parallel $mode --offload $off alone differs from the plain run: $f"
+    done
+  done
+  # Checkpoints do not depend on where the state lived: offloaded at 4 ranks -> on the device at 2, and back.
+  run_ok "$W/o4.log" "${MPIRUN[@]}" -np 4 "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 10 \
+    --batch-size 2 --parallel zero3 --offload params --output "$W/o4"
+  run_ok "$W/o4to2.log" "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 10 \
+    --batch-size 4 --parallel zero1 --resume "$W/o4/checkpoint-10" --output "$W/o4to2"
+  run_ok "$W/d4.log" "${MPIRUN[@]}" -np 4 "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 10 \
+    --batch-size 2 --parallel zero2 --output "$W/d4"
+  run_ok "$W/d4to2.log" "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 10 \
+    --batch-size 4 --parallel zero2 --offload optimizer --resume "$W/d4/checkpoint-10" --output "$W/d4to2"
+  local pair
+  for pair in "o4 o4to2" "d4 d4to2" "o4 d4"; do
+    set -- $pair
+    compare "$W/$1/checkpoint-20/model.safetensors" "$W/$2/checkpoint-20/model.safetensors" ||
+      fail "$2 ended elsewhere than $1 at step 20"
+    compare "$W/$1/checkpoint-20" "$W/$2/checkpoint-20" || fail "$2's optimizer state differs from $1's at step 20"
+  done
+  # A rank killed while the state is offloaded still ends the job.
+  signal_rank1 KILL zero3 "$W/k.params" --offload params
+  [ $TOOK -le 60 ] || fail "zero3 --offload params: the job took $TOOK s to end after rank 1 was killed"
+  # What cannot be offloaded is refused before anything runs, naming the flags.
+  local bad want rc
+  for bad in "dp optimizer:--offload optimizer needs --parallel zero1, zero2 or zero3" \
+             "zero2 params:--offload params needs --parallel zero3" \
+             "none optimizer:--offload optimizer needs --parallel zero1, zero2 or zero3"; do
+    want=${bad#*:}
+    set -- ${bad%%:*}
+    rc=0
+    "$LOOM_BERT" $(common dropout) --max-steps 2 --batch-size 8 --parallel $1 --offload $2 --output "$W/bad.$1" \
+      2>"$W/bad.$1.log" >/dev/null || rc=$?
+    [ $rc != 0 ] || fail "--parallel $1 --offload $2 was accepted"
+    grep -q -- "$want" "$W/bad.$1.log" || fail "--parallel $1 --offload $2: no '$want' in: $(cat "$W/bad.$1.log")"
+    [ ! -e "$W/bad.$1/checkpoint-2" ] || fail "--parallel $1 --offload $2 was refused after training"
+  done
+  echo "dp_cases offload: zero1-3 --offload optimizer and zero3 --offload params: 1 = 2 = 4 ranks within 1e-5" \
+    "(optimizer state too), world of one byte-identical, checkpoints resume across offloading, kill ends the job," \
+    "invalid combinations refused"
 }
 
 case_world1() {
@@ -252,6 +334,57 @@ case_hang() {
       fail "$mode: the error does not name rank 0, the step and rank 1: $(grep error "$W/h.$mode.log")"
     echo "dp_cases hang: $mode: rank 1 stopped -> rank 0 ended after $TOOK s:" \
       "$(grep -m1 'error: rank 0' "$W/h.$mode.log")"
+  done
+}
+
+# whole_checkpoints OUT: every checkpoint-* folder in OUT holds the model and every optimizer shard its
+# trainer_state.json lists, and `latest` names one of them.
+whole_checkpoints() {
+  local d f n=0
+  for d in "$1"/checkpoint-*; do
+    [ -d "$d" ] || continue
+    n=$((n + 1))
+    [ -f "$d/model.safetensors" ] && [ -f "$d/trainer_state.json" ] || fail "$d is incomplete: $(ls "$d")"
+    for f in $(python3 -c 'import json, sys; print(*json.load(open(sys.argv[1]))["optimizer_shards"])' \
+               "$d/trainer_state.json"); do
+      [ -f "$d/$f" ] || fail "$d lists $f, which is missing"
+    done
+  done
+  [ $n -gt 0 ] || fail "no checkpoint in $1"
+  [ -d "$1/$(cat "$1/latest")" ] || fail "latest names $(cat "$1/latest"), which is not there"
+}
+
+# A checkpoint is written every step (evaluation too), so most of a step's time goes to them: a rank lost then.
+# A constant learning rate, so the resumed run may stop at another --max-steps.
+case_ckptfault() {
+  local flags
+  flags=$(common dropout | sed 's/--warmup-ratio 0.1/--warmup-ratio 0 --schedule constant/')
+  local spec sig
+  for spec in "KILL zero1" "STOP zero1" "KILL zero3 --offload params"; do
+    set -- $spec
+    sig=$1
+    shift
+    local out="$W/c.$sig.$1"
+    "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $flags --eval-every 1 --batch-size 4 --max-steps 100000 \
+      --comm-timeout 5 --parallel "$@" --output "$out" 2>"$out.log" >/dev/null &
+    local job=$! victim t0 rc=0
+    wait_for_step "$out/metrics.jsonl" 4 $job
+    victim=$(pids_of_ranks $job | sed -n 2p)
+    t0=$SECONDS
+    kill "-$sig" "$victim"
+    wait $job || rc=$?
+    local took=$((SECONDS - t0))
+    kill -KILL "$victim" 2>/dev/null || true
+    [ $rc != 0 ] || fail "$spec: the job survived with exit 0"
+    [ $took -le 60 ] || fail "$spec: the job took $took s to end"
+    [ "$sig" = KILL ] || grep -Eq "^loom-bert: error: rank 0: .*rank 1 does not respond" "$out.log" ||
+      fail "$spec: the error does not name rank 1: $(grep error "$out.log")"
+    whole_checkpoints "$out"
+    run_ok "$out.resumed.log" "$LOOM_BERT" $flags --eval-every 1 --batch-size 8 \
+      --max-steps $(($(sed 's/checkpoint-//' "$out/latest") + 2)) --resume "$out" --output "$out"
+    whole_checkpoints "$out"
+    echo "dp_cases ckptfault: $spec: SIG$sig to rank 1 -> the job ended with status $rc after $took s;" \
+      "$(ls -d "$out"/checkpoint-* | wc -l) whole checkpoint(s) left, latest $(cat "$out/latest"), resumed"
   done
 }
 

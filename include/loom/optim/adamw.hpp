@@ -59,6 +59,21 @@ struct adamw_rule {
     const float denom = fadd(fdiv(fsqrt(v), k[1]), eps);                 // (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps)
     p = fadd(p, fdiv(fmul(k[0], m), denom));                             // param.addcdiv_(exp_avg, denom, -step_size)
   }
+
+#if LOOM_HOST_SIMD4
+  /// update() on four elements with SSE2 (the offloaded CPU step): the same operations per lane, in the same order.
+  template <bool Decay>
+  void update4(__m128 g, __m128& p, __m128& m, __m128& v, const float* k) const {
+    if constexpr (Decay) p = _mm_mul_ps(p, _mm_set1_ps(k[2]));
+    const __m128 d = _mm_sub_ps(g, m);
+    m = lerp_weight < 0.5f ? _mm_add_ps(m, _mm_mul_ps(_mm_set1_ps(lerp_weight), d))
+                           : _mm_sub_ps(g, _mm_mul_ps(d, _mm_set1_ps(fsub(1.0f, lerp_weight))));
+    v = _mm_mul_ps(v, _mm_set1_ps(beta2_f));
+    v = _mm_add_ps(v, _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(one_minus_beta2), g), g));
+    const __m128 denom = _mm_add_ps(_mm_div_ps(_mm_sqrt_ps(v), _mm_set1_ps(k[1])), _mm_set1_ps(eps));
+    p = _mm_add_ps(p, _mm_div_ps(_mm_mul_ps(_mm_set1_ps(k[0]), m), denom));
+  }
+#endif
 };
 
 }  // namespace detail
@@ -100,17 +115,19 @@ class adamw : public flat_optimizer<Precision, Device> {
 
   /// One update with learning rate `lr`; skipped (weights, moments and step count untouched) when a loss scaler
   /// found inf/NaN gradients this step.
-  void step(double lr) { this->template run_step<detail::adamw_rule, 2>(detail::adamw_rule(options_), {&exp_avg_, &exp_avg_sq_}, lr); }
+  void step(double lr) {
+    this->template run_step<detail::adamw_rule, 2>(detail::adamw_rule(options_), {&exp_avg_, &exp_avg_sq_}, lr);
+  }
 
   const adamw_options& options() const { return options_; }
-  /// First and second moments (fp32, the parameters' layout or this rank's pieces): torch's state["exp_avg"],
-  /// state["exp_avg_sq"].
-  const tensor<float, Device>& exp_avg() const { return exp_avg_; }
-  const tensor<float, Device>& exp_avg_sq() const { return exp_avg_sq_; }
+  /// First and second moments (fp32, the parameters' layout or this rank's pieces; on the host when offloaded):
+  /// torch's state["exp_avg"], state["exp_avg_sq"].
+  const state_buffer<Device>& exp_avg() const { return exp_avg_; }
+  const state_buffer<Device>& exp_avg_sq() const { return exp_avg_sq_; }
 
  private:
   adamw_options options_;
-  tensor<float, Device> exp_avg_, exp_avg_sq_;
+  state_buffer<Device> exp_avg_, exp_avg_sq_;
 };
 
 }  // namespace loom::optim

@@ -2,12 +2,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // flat_optimizer: what AdamW and SGD share. Updates every trainable parameter of a param_store in one pass over its
 // flat buffers (fp32 master copy for mixed precision), inspects the gradients for the loss scaler and clipping, and
-// keeps every per-step decision (skip, unscale, clip coefficient, step count) on the device.
+// keeps every per-step decision (skip, unscale, clip coefficient, step count) on the device. Under ZeRO-Offload the
+// state lives in host memory and the update runs on the CPU (detail::host_stepper).
 #pragma once
 
 #include <array>
 #include <cctype>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -19,6 +21,8 @@
 #include "../tensor/copy.hpp"
 #include "../tensor/expr.hpp"
 #include "detail/flat_step.hpp"
+#include "detail/host_stepper.hpp"
+#include "state_buffer.hpp"
 #include "state_sharding.hpp"
 
 #if LOOM_CUDA_COMPILER
@@ -127,24 +131,33 @@ class flat_optimizer {
     write_scalars(s);
   }
   /// fp32 master weights (the parameters' layout, or this rank's packed pieces when sharded: see sharding()); empty
-  /// when Precision has none.
-  const tensor<float, Device>& master() const { return master_; }
+  /// when Precision has none and the state is on the device (offloaded, the CPU always keeps fp32 master weights).
+  const state_buffer<Device>& master() const { return master_; }
   /// Copies the model's parameters into the master weights (after loading a checkpoint into the model).
   void reload_master() {
-    if constexpr (has_master) {
-      if (packed_params_.numel() > 0) {
-        assign(master_, cast<float>(packed_params_));
-        return;
-      }
-      if (!shard_.sharded()) {
-        master_ = cast<float>(params_);
-        return;
-      }
-      if (params_.numel() == 0) return;  // ZeRO-3: from the packed parameters (use_packed_params)
-      for (const detail::state_piece& p : shard_.pieces)
-        assign(master_.slice(0, p.state, p.state + (p.end - p.begin)), cast<float>(params_.slice(0, p.begin, p.end)));
+    if (master_.numel() == 0) return;
+    if (stepper_) {
+      if (params_.numel() == 0 && packed_params_.numel() == 0) return;  // ZeRO-3: at use_packed_params
+      stepper_->pull_params(shard_.pieces, master_.data());
+      return;
     }
+    const tensor<float, Device>& master = master_.on_device();
+    if (packed_params_.numel() > 0) {
+      assign(master, cast<float>(packed_params_));
+      return;
+    }
+    if (!shard_.sharded()) {
+      assign(master, cast<float>(params_));
+      return;
+    }
+    if (params_.numel() == 0) return;  // ZeRO-3: from the packed parameters (use_packed_params)
+    for (const detail::state_piece& p : shard_.pieces)
+      assign(master.slice(0, p.state, p.state + (p.end - p.begin)), cast<float>(params_.slice(0, p.begin, p.end)));
   }
+  /// Whether the state lives in host memory and the CPU steps it (ZeRO-Offload: state_sharding::offload).
+  bool offloaded() const { return stepper_ != nullptr; }
+  /// CPU threads of an offloaded step (0 when not offloaded).
+  unsigned offload_threads() const { return stepper_ ? stepper_->threads() : 0; }
   /// Where this rank's state lives (empty: unsharded, the state has the parameters' layout).
   const state_sharding& sharding() const { return shard_; }
   /// ZeRO-2: the gradients are this rank's packed shard (`grads`: state_sharding::local_size elements, laid out as
@@ -152,12 +165,18 @@ class flat_optimizer {
   void use_packed_grads(const tensor<grad_t, Device>& grads) {
     check_packed(grads, "gradients");
     packed_grads_ = grads;
+    if (stepper_) stepper_->set_grads(grads.data(), /*packed=*/true);
   }
   /// ZeRO-3: the parameters are this rank's packed shard too (`params`: local_size elements laid out as the state;
-  /// the store's flat buffer was released). The master weights are taken from it.
-  void use_packed_params(const tensor<param_t, Device>& params) {
+  /// the store's flat buffer was released). The master weights are taken from it. `on_host`: the shard is
+  /// page-locked host memory (ZeRO-3 with offloaded parameters; the state must be offloaded too), which the CPU step
+  /// updates in place.
+  void use_packed_params(const tensor<param_t, Device>& params, bool on_host = false) {
     check_packed(params, "parameters");
+    LOOM_CHECK(!on_host || stepper_, "optimizer: parameters in host memory need the optimizer state there too "
+                                     "(offload the optimizer with them)");
     packed_params_ = params;
+    if (stepper_) stepper_->set_params(params.data(), /*packed=*/true, on_host);
     reload_master();
   }
   /// The work list: one entry per (at most chunk_elements) piece of trainable, equally decayed elements.
@@ -195,8 +214,15 @@ class flat_optimizer {
                    reinterpret_cast<std::uintptr_t>(grads_.data()) % 16 == 0,
                "optimizer: parameter and gradient buffers must be 16-byte aligned");
     const index_t n = shard_.sharded() ? shard_.local_size : params_.numel();
-    if constexpr (has_master) {
-      master_ = tensor<float, Device>({n});
+    if (shard_.offload) {
+      LOOM_CHECK(shard_.sharded(), "optimizer: offloading needs a sharded state (a ZeRO stage)");
+      stepper_ = std::make_unique<detail::host_stepper<param_t, grad_t, Device>>(chunks_, n, shard_.offload_threads,
+                                                                                  shard_.offload_tile);
+      stepper_->set_grads(grads_.data(), /*packed=*/false);
+      stepper_->set_params(params_.data(), /*packed=*/false, /*on_host=*/false);
+    }
+    if (has_master || stepper_) {
+      master_ = state_buffer<Device>(n, stepper_ != nullptr);
       reload_master();
     }
     tensor<std::uint8_t, host> table({static_cast<index_t>(chunks_.size() * sizeof(detail::chunk)) + 1});
@@ -209,18 +235,24 @@ class flat_optimizer {
   }
   ~flat_optimizer() = default;
 
-  /// A zero-initialised fp32 state buffer (the parameters' layout, or this rank's pieces when sharded).
-  tensor<float, Device> zeros_like_params() const {
-    tensor<float, Device> t({shard_.sharded() ? shard_.local_size : params_.numel()});
-    t = 0.0f;
-    return t;
+  /// A zero-initialised fp32 state buffer (the parameters' layout, or this rank's pieces when sharded; in host
+  /// memory when offloaded).
+  state_buffer<Device> zeros_like_params() const {
+    return state_buffer<Device>(shard_.sharded() ? shard_.local_size : params_.numel(), stepper_ != nullptr);
   }
 
   /// The update pass with rule `Rule` over NS fp32 state buffers.
   template <class Rule, int NS>
-  void run_step(const Rule& rule, const std::array<const tensor<float, Device>*, NS>& state, double lr) {
+  void run_step(const Rule& rule, const std::array<const state_buffer<Device>*, NS>& state, double lr) {
     LOOM_CHECK(lr >= 0 && lr - lr == 0, "optimizer: learning rate must be finite and >= 0, got " + std::to_string(lr));
     check_layout();
+    if (stepper_) {
+      std::array<float*, NS> on_host;
+      for (int k = 0; k < NS; ++k) on_host[k] = state[k]->data();
+      stepper_->template step<Rule, NS>(rule, master_.data(), on_host, scalars_ptr(), lr);
+      inspected_ = unscaled_ = clipped_ = false;
+      return;
+    }
     detail::flat_buffers<param_t, grad_t, NS> b;
     b.param = packed_params_.numel() > 0 ? packed_params_.data() : params_.data();
     b.master = has_master ? master_.data() : nullptr;
@@ -291,13 +323,14 @@ class flat_optimizer {
 
  protected:
   tensor<param_t, Device> params_, grads_;
-  tensor<float, Device> master_;
+  state_buffer<Device> master_;
 
  private:
   const nn::param_store<param_t, Device>* store_;  // must outlive the optimizer (the model owns it)
   state_sharding shard_;
   tensor<grad_t, Device> packed_grads_;  // ZeRO-2 (use_packed_grads); empty: the store's flat gradients
   tensor<param_t, Device> packed_params_;  // ZeRO-3 (use_packed_params); empty: the store's flat parameters
+  std::unique_ptr<detail::host_stepper<param_t, grad_t, Device>> stepper_;  // offloaded: the CPU step
   std::uint64_t version_ = 0;
   std::vector<detail::chunk> chunks_;
   tensor<std::uint8_t, Device> chunk_table_, scalars_;

@@ -84,11 +84,11 @@ class sgd : public flat_optimizer<Precision, Device> {
 
   const sgd_options& options() const { return options_; }
   /// torch's state["momentum_buffer"] (empty without momentum; meaningful once a step was applied).
-  const tensor<float, Device>& momentum_buffer() const { return momentum_buffer_; }
+  const state_buffer<Device>& momentum_buffer() const { return momentum_buffer_; }
 
  private:
   sgd_options options_;
-  tensor<float, Device> momentum_buffer_;
+  state_buffer<Device> momentum_buffer_;
 };
 
 }  // namespace loom::optim

@@ -17,11 +17,13 @@
 #include "../nn/param_store.hpp"
 #include "../optim/state_sharding.hpp"
 #include "../tensor/assign.hpp"
+#include "../tensor/async_copy.hpp"
 #include "../tensor/copy.hpp"
 #include "bucket_plan.hpp"
 #include "mpi_communicator.hpp"
 #include "policy.hpp"
 #include "shard_map.hpp"
+#include "zero.hpp"
 #if LOOM_HAS_CUDA_RUNTIME && defined(LOOM_WITH_NCCL)
 #include "nccl_communicator.hpp"
 #endif
@@ -57,6 +59,8 @@ struct data_parallel_options {
   /// unit; a unit is all-gathered into one of a few reused buffers just before its forward and its backward, the
   /// next unit's gather prefetched on the communication stream).
   int stage = 0;
+  offload offloaded = offload::none;  ///< ZeRO-Offload (stage >= 1; offload::params needs stage 3)
+  unsigned offload_threads = 0;       ///< CPU threads of an offloaded optimizer step (0: one per hardware thread)
 };
 
 /// The data-parallel policy of bert::model<Precision, data_parallel<G, Device>, Device> (G: the gradient type).
@@ -99,11 +103,18 @@ class data_parallel {
     // ZeRO reduces in the gradients' type, as DeepSpeed and FSDP do by default (and as a world of one does here).
     LOOM_CHECK(o_.stage == 0 || !widen || o_.reduce != reduce_dtype::fp32,
                "--reduce-dtype fp32 is data parallel's (--parallel dp); ZeRO reduces 16-bit gradients in their type");
+    LOOM_CHECK(o_.offloaded == offload::none || o_.stage >= 1,
+               "--offload needs a ZeRO stage (--parallel zero1, zero2 or zero3): data parallelism keeps the whole "
+               "optimizer state on every rank");
+    LOOM_CHECK(o_.offloaded != offload::params || o_.stage == 3,
+               "--offload params needs --parallel zero3 (only stage 3 shards the parameters)");
   }
 
   bool active() const { return control_ != nullptr; }
   /// The ZeRO stage (0: plain data parallelism; always 0 when inactive).
   int stage() const { return active() ? o_.stage : 0; }
+  /// What ZeRO-Offload keeps in host memory (none when inactive).
+  offload offloaded() const { return active() ? o_.offloaded : offload::none; }
   /// The ranks each unit is divided over (the model pads its units for them: param_store::set_unit_multiple).
   int shard_ranks() const { return stage() > 0 ? size() : 1; }
   int rank() const { return active() ? control_->rank() : 0; }
@@ -239,6 +250,9 @@ class data_parallel {
     if (stage() >= 2) {
       for (std::size_t s = 0; s < slots_.size(); ++s) free_slot(static_cast<int>(s));
       std::fill(folded_.begin(), folded_.end(), false);
+      // Offloaded parameters: the CPU step rewrites the host shards once the gradients reached it; every gather
+      // that reads them must be done by then.
+      if (offloaded() == offload::params) grads_->compute_waits();
       reset();
       return;
     }
@@ -284,6 +298,8 @@ class data_parallel {
     for (const unit_shard& u : map_.units())
       s.pieces.push_back({u.shard_begin(rank()), u.shard_begin(rank()) + u.per_rank, u.local});
     s.local_size = map_.local_size();
+    s.offload = offloaded() != offload::none;
+    s.offload_threads = o_.offload_threads;
     s.sum_squares = [this](double* x) {
       grads_->order_after_compute();
       grads_->all_reduce(x, x, 1, reduce_op::sum);
@@ -292,8 +308,18 @@ class data_parallel {
     return s;
   }
   const shard_map& shards() const { return map_; }
-  /// ZeRO-3: this rank's shard of the parameters (packed as the optimizer state; optim::use_packed_params).
+  /// ZeRO-3: this rank's shard of the parameters (packed as the optimizer state; optim::use_packed_params). With
+  /// offload::params it is page-locked host memory, which the device reads only by copying a unit's shard into
+  /// the buffer that gathers it (mapped into the device's address space, so kernels could, but none do per step).
   const tensor<G, Device>& packed_params() const { return packed_params_; }
+
+  /// Hands a flat optimizer (built on optimizer_sharding()) the shards it steps instead of the store's buffers:
+  /// ZeRO-2's packed gradients, ZeRO-3's packed parameters (in host memory with offload::params).
+  template <class Optimizer>
+  void bind(Optimizer& opt) const {
+    if (stage() >= 2) opt.use_packed_grads(packed_grads_);
+    if (stage() >= 3) opt.use_packed_params(packed_params_, offloaded() == offload::params);
+  }
   /// ZeRO-3: the shards changed outside a step (a checkpoint loaded): the gathered copies are stale.
   void params_changed() {
     std::fill(value_holder_.begin(), value_holder_.end(), -1);
@@ -314,9 +340,9 @@ class data_parallel {
   }
 
   /// Collective (ZeRO): a sharded state buffer (this rank's packed pieces, see optimizer_sharding; fp32 state or
-  /// ZeRO-3's parameters) gathered into the flat layout, as fp32, on every rank's host.
-  template <class U>
-  tensor<float, host> gather_state(const tensor<U, Device>& local) {
+  /// ZeRO-3's parameters; on the device or offloaded) gathered into the flat layout, as fp32, on every rank's host.
+  template <class U, class D>
+  tensor<float, host> gather_state(const tensor<U, D>& local) {
     LOOM_CHECK(stage() > 0 && local.numel() == map_.local_size(), "gather_state: not a ZeRO shard of this model");
     const tensor<U, host> packed = to<host>(local);
     tensor<float, host> mine({packed.numel()});
@@ -331,15 +357,20 @@ class data_parallel {
         std::copy_n(all.data() + r * n + u.local, u.per_rank, flat.data() + u.shard_begin(r));
     return flat;
   }
-  /// The inverse: this rank's pieces of a flat-layout fp32 host buffer into its packed shard (rounded to U).
+  /// The inverse: this rank's pieces of a flat-layout fp32 host buffer, packed as its shard.
+  tensor<float, host> local_state(const tensor<float, host>& flat) const {
+    LOOM_CHECK(stage() > 0 && flat.numel() == layout_size_, "local_state: not the flat layout of this model");
+    tensor<float, host> mine({map_.local_size()});
+    for (const unit_shard& u : map_.units())
+      std::copy_n(flat.data() + u.shard_begin(rank()), u.per_rank, mine.data() + u.local);
+    return mine;
+  }
+  /// This rank's pieces of a flat-layout fp32 host buffer into its packed shard `local` (rounded to U).
   template <class U>
   void scatter_state(const tensor<float, host>& flat, const tensor<U, Device>& local) {
-    LOOM_CHECK(stage() > 0 && local.numel() == map_.local_size() && flat.numel() == layout_size_,
-               "scatter_state: not a ZeRO shard of this model");
+    LOOM_CHECK(local.numel() == map_.local_size(), "scatter_state: not a ZeRO shard of this model");
     tensor<U, host> mine({map_.local_size()});
-    for (const unit_shard& u : map_.units())
-      for (index_t i = 0; i < u.per_rank; ++i)
-        mine.data()[u.local + i] = convert<U>(flat.data()[u.shard_begin(rank()) + i]);
+    assign(mine, cast<U>(local_state(flat)));
     copy(local, mine);
   }
 
@@ -419,7 +450,12 @@ class data_parallel {
   // the next one's gather runs into the other buffer, whose previous unit's kernels were all enqueued before.
   void place_parameters(nn::param_store<G, Device>& store, int layers) {
     const std::size_t n = map_.units().size();
-    packed_params_ = tensor<G, Device>(shape{map_.local_size()});
+    if (offloaded() == offload::params) {
+      const tensor<G, host> pinned = staging_tensor<G, Device>(shape{map_.local_size()});
+      packed_params_ = tensor<G, Device>(pinned.get_storage(), pinned.view());
+    } else {
+      packed_params_ = tensor<G, Device>(shape{map_.local_size()});
+    }
     for (const unit_shard& u : map_.units())
       assign(packed_params_.slice(0, u.local, u.local + u.per_rank),
              params_.slice(0, u.shard_begin(rank()), u.shard_begin(rank()) + u.per_rank));
@@ -463,7 +499,14 @@ class data_parallel {
     const unit_shard& u = map_.units()[k];
     G* dst = value_slots_[s].data();
     grads_->order_after_compute();  // the buffer's previous unit: every kernel reading it is enqueued
-    grads_->all_gather(packed_params_.data() + u.local, dst, static_cast<std::size_t>(u.per_rank));
+    if (offloaded() == offload::params) {
+      // The shard comes over from host memory into its place in the buffer, which then gathers in place.
+      G* mine = dst + u.per_rank * rank();
+      grads_->copy(mine, packed_params_.data() + u.local, static_cast<std::size_t>(u.per_rank) * sizeof(G));
+      grads_->all_gather(mine, dst, static_cast<std::size_t>(u.per_rank));
+    } else {
+      grads_->all_gather(packed_params_.data() + u.local, dst, static_cast<std::size_t>(u.per_rank));
+    }
     grads_->record_fence(3 + s);
     value_holder_[s] = static_cast<int>(k);
   }
@@ -563,6 +606,30 @@ class data_parallel {
   std::vector<bool> launched_;
   std::vector<tensor<float, Device>> widened_;
   bool sync_ = false;
+};
+
+/// The policy of a parallel::zero<Stage, Offload> tag (zero.hpp): data_parallel with its ZeRO stage and offload
+/// fixed by the type, so bert::model<P, zero<2>, D> cannot be run at another stage. Default-constructed it is
+/// inactive, as data_parallel is (a world of one; stage() is 0).
+template <class G, class Device, int Stage, offload Offload>
+class zero_data_parallel : public data_parallel<G, Device> {
+ public:
+  // Read through the tag: its static_asserts reject an invalid pair here too.
+  static constexpr int zero_stage = zero<Stage, Offload>::stage;
+  static constexpr offload zero_offload = zero<Stage, Offload>::offloaded;
+
+  zero_data_parallel() = default;
+  /// As data_parallel's; o.stage and o.offloaded are replaced by the type's.
+  zero_data_parallel(mpi_communicator control, typename data_parallel<G, Device>::grad_comm_t grads,
+                     data_parallel_options o = {})
+      : data_parallel<G, Device>(std::move(control), std::move(grads), fixed(o)) {}
+
+ private:
+  static data_parallel_options fixed(data_parallel_options o) {
+    o.stage = Stage;
+    o.offloaded = Offload;
+    return o;
+  }
 };
 
 }  // namespace loom::parallel

@@ -275,6 +275,11 @@ class mpi_communicator {
     return c;
   }
 
+  /// Copies `bytes` from src to dst in order with the collectives (host memory: at once).
+  void copy(void* dst, const void* src, std::size_t bytes) {
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+  }
+
   // Host buffers: a collective has completed when it returns, so there is nothing to order or wait for.
   void order_after_compute() {}
   void compute_waits() {}

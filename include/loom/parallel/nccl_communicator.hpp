@@ -184,6 +184,12 @@ class nccl_communicator {
   }
 
   /// Returns once every rank has called it: NCCL has no barrier, so a one-element all_reduce the host waits for.
+  /// Copies `bytes` from src to dst (device or page-locked host memory) on the communication stream, in order with
+  /// the collectives: e.g. a shard from host memory into the buffer that gathers it next.
+  void copy(void* dst, const void* src, std::size_t bytes) {
+    if (bytes > 0) LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s_->stream));
+  }
+
   void barrier() {
     LOOM_CHECK(s_ != nullptr, "nccl_communicator: used after being moved from");
     launch("barrier", 0, {}, [&](ncclComm_t c, cudaStream_t st) {

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "../tensor/async_copy.hpp"
 #include "../tensor/copy.hpp"
 #include "../tensor/tensor.hpp"
 #include "dataset.hpp"
@@ -135,48 +136,6 @@ batch_tensors<Device> to_device(const batch_tensors<host>& b) {
 template <device_tag Device>
 class batch_loader;
 
-namespace detail {
-/// How a staging slot is allocated and fenced on `Device`. The CUDA specialisation exists only where the CUDA
-/// runtime does, and only staging_ring<cuda> (instantiated in nvcc TUs) uses it.
-template <device_tag Device>
-struct staging_traits;
-
-template <>
-struct staging_traits<host> {
-  struct fence {  // host copies are synchronous: nothing is ever in flight
-    void wait() const {}
-    void record() {}
-  };
-  static storage allocate(std::size_t bytes) { return allocate_storage<host>(bytes); }
-};
-
-#if LOOM_HAS_CUDA_RUNTIME
-template <>
-struct staging_traits<cuda> {
-  /// An event marking the last copy out of a slot. Blocking sync: the loader thread sleeps instead of spinning.
-  class fence {
-   public:
-    fence() { LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming | cudaEventBlockingSync)); }
-    fence(const fence&) = delete;
-    fence& operator=(const fence&) = delete;
-    fence(fence&& o) noexcept : event_(std::exchange(o.event_, nullptr)) {}
-    fence& operator=(fence&&) = delete;
-    ~fence() {
-      if (!event_) return;
-      cudaEventSynchronize(event_);  // the slot's memory is freed right after: let its last copy finish first
-      cudaEventDestroy(event_);
-    }
-    void wait() const { LOOM_CUDA_CHECK(cudaEventSynchronize(event_)); }  // never recorded: returns at once
-    void record() { LOOM_CUDA_CHECK(cudaEventRecord(event_, current_stream())); }
-
-   private:
-    cudaEvent_t event_ = nullptr;
-  };
-  static storage allocate(std::size_t bytes) { return allocate_pinned_storage(bytes); }
-};
-#endif
-}  // namespace detail
-
 /// A fixed set of host staging buffers for batches bound to `Device`, allocated once (page-locked on CUDA:
 /// cudaMallocHost is slow and cudaFreeHost synchronises, so never per batch), each with a fence that marks the
 /// last device work reading it. Slot contents are host-written only after wait_idle(slot).
@@ -193,10 +152,7 @@ class staging_ring {
     blocks_.reserve(slots);
     fences_.reserve(slots);
     for (std::size_t i = 0; i < slots; ++i) {
-      const shape s{static_cast<index_t>(capacity_)};
-      storage st = detail::staging_traits<Device>::allocate(capacity_ * sizeof(std::int32_t));
-      auto* p = reinterpret_cast<std::int32_t*>(st.bytes.get());
-      blocks_.emplace_back(std::move(st), strided<std::int32_t>{p, s, contiguous_strides(s)});
+      blocks_.push_back(staging_tensor<std::int32_t, Device>(shape{static_cast<index_t>(capacity_)}));
       fences_.emplace_back();
     }
   }
@@ -217,7 +173,7 @@ class staging_ring {
   std::size_t capacity_;
   std::vector<tensor<std::int32_t, host>> blocks_;
   // Declared after blocks_, so destroyed first: each fence waits for its slot's last copy before the memory goes.
-  std::vector<typename detail::staging_traits<Device>::fence> fences_;
+  std::vector<stream_fence<Device>> fences_;
   std::atomic<bool> claimed_{false};  // one batch_loader at a time owns the slots
 };
 

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../parallel/zero.hpp"
 #include "dataset.hpp"
 
 namespace loom::train {
@@ -22,6 +23,21 @@ inline std::string absolute_path(const std::string& p) {
 /// The ZeRO stage a --parallel value names: "zeroN" -> N, 0 for "none" and "dp".
 inline int zero_stage_of(const std::string& parallel) {
   return parallel.size() == 5 && parallel.starts_with("zero") ? parallel[4] - '0' : 0;
+}
+
+/// What --offload names, checked against --parallel: "none"; "optimizer" (ZeRO-Offload, any ZeRO stage);
+/// "params" (stage 3: the parameter shards too).
+inline parallel::offload offload_of(const std::string& parallel, const std::string& offload) {
+  if (offload == "none") return parallel::offload::none;
+  LOOM_CHECK(offload == "optimizer" || offload == "params",
+             "--offload must be none, optimizer or params, got '" + offload + "'");
+  const int stage = zero_stage_of(parallel);
+  LOOM_CHECK(stage >= 1, "--offload " + offload + " needs --parallel zero1, zero2 or zero3 (got --parallel " +
+                             parallel + "): only a ZeRO stage shards the optimizer state it moves to the host");
+  LOOM_CHECK(offload == "optimizer" || stage == 3,
+             "--offload params needs --parallel zero3 (got --parallel " + parallel +
+                 "): only stage 3 shards the parameters; --offload optimizer works with zero1 and zero2");
+  return offload == "params" ? parallel::offload::params : parallel::offload::optimizer;
 }
 
 struct train_options {
@@ -60,6 +76,9 @@ struct train_options {
   double bucket_mb = 25;        ///< gradient all-reduce bucket size
   std::string reduce_dtype = "auto";  ///< 16-bit gradients summed across ranks in: auto (fp32 on >= 2), fp32, grad
   double comm_timeout_s = 60;   ///< a collective that takes longer ends the run on every rank
+  /// ZeRO-Offload (offload_of): "none", "optimizer" (state and step on the CPU) or "params" (zero3: shards too).
+  std::string offload = "none";
+  unsigned offload_threads = 0;  ///< CPU threads of an offloaded step per rank (0: the node's cores / its ranks)
   int world_size = 1;           ///< ranks of the run (set at start-up from the launcher, not a flag)
 
   /// The ZeRO stage --parallel names (0 for none and dp).
@@ -81,6 +100,7 @@ struct train_options {
             {"max_steps", max_steps}, {"text_column", cols.text}, {"text_b_column", cols.text_b},
             {"label_column", cols.label}, {"parallel", parallel}, {"world_size", world_size},
             {"bucket_mb", bucket_mb}, {"reduce_dtype", reduce_dtype}, {"comm_timeout", comm_timeout_s},
+            {"offload", offload},
             {"global_micro_batch", global_micro_batch()}};
   }
 };

@@ -273,8 +273,7 @@ class trainer {
     dp().attach(model_.params());  // the layout is final: ZeRO's shard of the optimizer state follows from it
     optimizer_ = std::make_unique<optim::adamw<Precision, Device>>(
         model_.params(), ao, optim::hf_decay_ranges(model_.params()), dp().optimizer_sharding());
-    if (dp().stage() >= 2) optimizer_->use_packed_grads(dp().packed_grads());
-    if (dp().stage() >= 3) optimizer_->use_packed_params(dp().packed_params());
+    dp().bind(*optimizer_);
     const run_length len = length_of(o_, run_.train.size());
     steps_per_epoch_ = len.steps_per_epoch;
     total_steps_ = len.total_steps;
@@ -522,7 +521,8 @@ class trainer {
   tensor<float, host> master_values() {
     if (optimizer_->master().numel() == 0)
       return dp().stage() >= 3 ? dp().gather_state(dp().packed_params()) : parameters_f32(model_);
-    return optimizer_->sharding().sharded() ? dp().gather_state(optimizer_->master()) : to<host>(optimizer_->master());
+    const tensor<float, host> master = optimizer_->master().to_host();
+    return optimizer_->sharding().sharded() ? dp().gather_state(master) : master;
   }
 
   /// Ends the run with an error if a loss or gradient norm was not finite; called before anything is logged,
@@ -679,7 +679,7 @@ class trainer {
     try {
       attempt([&] {
         if (!sharded && !lead()) return;
-        const tensor<float, host> m = to<host>(optimizer_->exp_avg()), v = to<host>(optimizer_->exp_avg_sq());
+        const tensor<float, host> m = optimizer_->exp_avg().to_host(), v = optimizer_->exp_avg_sq().to_host();
         write_optimizer_shard(tmp / optimizer_shard_name(dp().rank(), shards), model_.params(),
                               optimizer_->sharding().pieces, {{"exp_avg", &m}, {"exp_avg_sq", &v}});
       });
@@ -724,9 +724,8 @@ class trainer {
     // The shards may come from another world size or ZeRO stage: each is reassembled in this run's flat layout,
     // then this rank keeps its own pieces (all of it unless sharded).
     const bool sharded = optimizer_->sharding().sharded();
-    const auto place = [&](const tensor<float, Device>& dst, const tensor<float, host>& flat) {
-      if (sharded) dp().scatter_state(flat, dst);
-      else copy(dst, flat);
+    const auto place = [&](const optim::state_buffer<Device>& dst, const tensor<float, host>& flat) {
+      dst.load(sharded ? dp().local_state(flat) : flat);
     };
     place(optimizer_->exp_avg(), read_optimizer_state(st.optimizer_shards, model_.params(), "exp_avg"));
     place(optimizer_->exp_avg_sq(), read_optimizer_state(st.optimizer_shards, model_.params(), "exp_avg_sq"));
@@ -750,9 +749,9 @@ class trainer {
     // Data parallel: rank 0's state everywhere (identical anyway when every rank read the same checkpoint).
     dp().broadcast(model_.params().flat());
     if (!sharded) {
-      dp().broadcast(optimizer_->exp_avg());
-      dp().broadcast(optimizer_->exp_avg_sq());
-      if (optimizer_->master().numel() > 0) dp().broadcast(optimizer_->master());
+      dp().broadcast(optimizer_->exp_avg().on_device());
+      dp().broadcast(optimizer_->exp_avg_sq().on_device());
+      if (optimizer_->master().numel() > 0) dp().broadcast(optimizer_->master().on_device());
     }
     optimizer_->set_steps(st.optimizer_steps);
     if constexpr (Precision::loss_scaling) {

@@ -96,7 +96,7 @@ std::vector<std::uint8_t> bytes(const tensor<T, device>& t) {
 /// The parameters as fp32 (the master copy when there is one).
 template <class Opt, class T>
 tensor<float, device> master_of(const Opt& opt, const store_t<T>& s) {
-  if constexpr (Opt::has_master) return opt.master();
+  if constexpr (Opt::has_master) return opt.master().on_device();
   else return s.flat();
 }
 
@@ -126,7 +126,7 @@ std::vector<std::uint8_t> run_trajectory(const json& c, Make make, double tol, c
   REQUIRE(opt.steps() == fx["steps"].get<int>());
   if constexpr (decltype(opt)::has_master) {
     // The model's parameters are the master weights rounded once to param_t.
-    const std::vector<double> m = loom::test::values(opt.master());
+    const std::vector<double> m = loom::test::values(opt.master().on_device());
     const tensor<T, host> p = to<host>(s.flat());
     for (const nn::param_info& info : s.params())
       for (index_t i = info.offset; i < info.offset + info.numel(); ++i)
@@ -134,10 +134,10 @@ std::vector<std::uint8_t> run_trajectory(const json& c, Make make, double tol, c
   }
   const tensor<float, device> final_params = master_of(opt, s);
   if constexpr (std::is_same_v<std::remove_cvref_t<decltype(opt)>, optim::adamw<Precision, device>>) {
-    check_params(s, opt.exp_avg(), c["state"]["exp_avg"], tol, what + " exp_avg");
-    check_params(s, opt.exp_avg_sq(), c["state"]["exp_avg_sq"], tol, what + " exp_avg_sq");
+    check_params(s, opt.exp_avg().on_device(), c["state"]["exp_avg"], tol, what + " exp_avg");
+    check_params(s, opt.exp_avg_sq().on_device(), c["state"]["exp_avg_sq"], tol, what + " exp_avg_sq");
   } else if (c["momentum"].get<double>() != 0) {
-    check_params(s, opt.momentum_buffer(), c["state"]["momentum_buffer"], tol, what + " momentum_buffer");
+    check_params(s, opt.momentum_buffer().on_device(), c["state"]["momentum_buffer"], tol, what + " momentum_buffer");
   }
   // Only the trainable ranges: gaps hold whatever they held.
   std::vector<std::uint8_t> out;
@@ -323,7 +323,7 @@ TEST_CASE("fused clipping inside the step equals clip_grad_norm_ followed by the
     copy(b.flat_grads(), grads_h);
     plain.step(1e-2);
     CHECK(bytes(a.flat()) == bytes(b.flat()));
-    CHECK(bytes(fused.exp_avg_sq()) == bytes(plain.exp_avg_sq()));
+    CHECK(bytes(fused.exp_avg_sq().on_device()) == bytes(plain.exp_avg_sq().on_device()));
   }
   SECTION("the norm stays readable after the step, and the next step is not clipped") {
     store_t<float> a = make_store<float>(fx);
@@ -403,7 +403,8 @@ TEST_CASE("loss scaler: a skipped step leaves weights and optimizer state bit-fo
   }
   REQUIRE(opt.steps() == 4);
   REQUIRE(scaler.scale() == 2048.0f);  // grew once, after 3 clean steps
-  const auto p0 = bytes(s.flat()), m0 = bytes(opt.master()), a0 = bytes(opt.exp_avg()), v0 = bytes(opt.exp_avg_sq());
+  const auto p0 = bytes(s.flat()), m0 = bytes(opt.master().on_device());
+  const auto a0 = bytes(opt.exp_avg().on_device()), v0 = bytes(opt.exp_avg_sq().on_device());
   tensor<f16, host> g = to<host>(s.flat_grads());
   g.data()[s.info("classifier.bias").offset + 1] = f16(std::numeric_limits<float>::quiet_NaN());
   copy(s.flat_grads(), g);
@@ -412,9 +413,9 @@ TEST_CASE("loss scaler: a skipped step leaves weights and optimizer state bit-fo
   opt.step(1e-3);
   scaler.update();
   CHECK(bytes(s.flat()) == p0);
-  CHECK(bytes(opt.master()) == m0);
-  CHECK(bytes(opt.exp_avg()) == a0);
-  CHECK(bytes(opt.exp_avg_sq()) == v0);
+  CHECK(bytes(opt.master().on_device()) == m0);
+  CHECK(bytes(opt.exp_avg().on_device()) == a0);
+  CHECK(bytes(opt.exp_avg_sq().on_device()) == v0);
   CHECK(opt.steps() == 4);
   CHECK(std::isnan(opt.grad_norm()));
   const precision::loss_scaler_state st = scaler.state();
@@ -426,7 +427,7 @@ TEST_CASE("loss scaler: a skipped step leaves weights and optimizer state bit-fo
   scaler.step(opt, 1e-3);
   scaler.update();
   CHECK(opt.steps() == 5);
-  CHECK(bytes(opt.master()) != m0);
+  CHECK(bytes(opt.master().on_device()) != m0);
 }
 
 TEST_CASE("fp16 with dynamic loss scaling follows the fp32 trajectory (overflowing steps retried)", "[optim][scaler]") {
@@ -451,7 +452,7 @@ TEST_CASE("fp16 with dynamic loss scaling follows the fp32 trajectory (overflowi
     if (opt.steps() > applied) {
       ++applied;
       if (is_checkpoint(fx, applied))
-        check_params(s, opt.master(), c["params"][std::to_string(applied)], 1e-6, "fp16 scaled step " +
+        check_params(s, opt.master().on_device(), c["params"][std::to_string(applied)], 1e-6, "fp16 scaled step " +
                                                                                  std::to_string(applied));
     }
   }
@@ -467,7 +468,7 @@ TEST_CASE("fp16 with dynamic loss scaling follows the fp32 trajectory (overflowi
     write_flat(ref, ref.flat_grads(), fx["grads"][step]);
     ref_opt.step(lrs[step]);
   }
-  const std::vector<double> a = loom::test::values(opt.master()), b = loom::test::values(ref.flat());
+  const std::vector<double> a = loom::test::values(opt.master().on_device()), b = loom::test::values(ref.flat());
   for (const nn::param_info& p : s.params())  // (the stores' layouts differ: alignment is 16 bytes)
     CHECK(slice<f16>(a, p) == slice<float>(b, ref.info(p.name)));
 }

@@ -94,6 +94,7 @@ store_t<T> make_store() {
   s.add("l0.v.weight", {2, 3}, {.unit = unit::layer(0), .packed = true});
   s.add("l0.frozen.weight", {3}, {.unit = unit::layer(0)});
   s.add("l0.dense.bias", {5}, {.unit = unit::layer(0)});
+  s.add("l0.dense.weight", {9, 7}, {.unit = unit::layer(0)});  // long runs for the offloaded step's 4-wide lanes
   s.add("head.weight", {7}, {.unit = unit::head()});
   s.add("head.bias", {1}, {.unit = unit::head()});
   s.allocate();
@@ -174,8 +175,11 @@ bool trainable_at(const std::vector<nn::param_info>& params, index_t i) {
 /// Runs A (unsharded) and B0, B1 (sharded as ranks 0 and 1) through the same steps and compares.
 /// `clip`: clip to 0.3 x the norm each step, each rank's hook adding the other rank's partial sum; then the owned
 /// elements agree to 1e-6 relative (the sum of squares is added in another order), else bit for bit.
+/// `offload`: B0 and B1 keep their state in host memory and step on the CPU (ZeRO-Offload), in tiles of 5 elements
+/// on 3 threads, so tiles cut through chunks' runs and pieces; `chunk` elements per chunk (3: many edges; 64: runs
+/// long enough for the CPU step's four-lane path, and its tails).
 template <class Precision>
-void run_sharded(bool clip) {
+void run_sharded(bool clip, bool offload = false, index_t chunk = 3) {
   using T = typename Precision::param_t;
   using opt_t = optim::adamw<Precision, device>;
   store_t<T> a = make_store<T>(), b0 = make_store<T>(), b1 = make_store<T>();
@@ -187,13 +191,16 @@ void run_sharded(bool clip) {
   const index_t n = initial.numel();
 
   // Tiny chunks: many chunk edges inside and across pieces.
-  const optim::adamw_options opts{.weight_decay = 0.1, .chunk_elements = 3};
+  const optim::adamw_options opts{.weight_decay = 0.1, .chunk_elements = chunk};
   opt_t ref(a, opts, optim::hf_decay_ranges(a));
   std::array<double, ranks> partial{};
   std::array<int, ranks> hook_calls{};
   std::array<optim::state_sharding, ranks> shard = {sharding(b0, 0), sharding(b1, 1)};
   for (int r = 0; r < ranks; ++r) {
     REQUIRE(shard[r].local_size == o.local_size);
+    shard[r].offload = offload;
+    shard[r].offload_threads = 3;
+    shard[r].offload_tile = 5;
     if (clip)
       shard[r].sum_squares = [&partial, &hook_calls, r](double* x) {
         ++hook_calls[r];
@@ -211,9 +218,11 @@ void run_sharded(bool clip) {
   for (int r = 0; r < ranks; ++r) {
     CHECK(sharded[r]->exp_avg().numel() == o.local_size);
     CHECK(sharded[r]->exp_avg_sq().numel() == o.local_size);
-    if constexpr (opt_t::has_master) {
-      // The master weights hold this rank's pieces only, copied from the parameters.
-      const tensor<float, host> m = to<host>(sharded[r]->master());
+    CHECK(sharded[r]->offloaded() == offload);
+    CHECK(sharded[r]->exp_avg().on_host() == offload);
+    if (opt_t::has_master || offload) {
+      // The master weights hold this rank's pieces only, copied from the parameters (offloaded: always, fp32 too).
+      const tensor<float, host> m = sharded[r]->master().to_host();
       REQUIRE(m.numel() == o.local_size);
       for (index_t i = 0; i < n; ++i)
         if (o.owner[i] == r) REQUIRE(m.data()[o.local[i]] == static_cast<float>(initial.data()[i]));
@@ -246,11 +255,11 @@ void run_sharded(bool clip) {
   else CHECK(hook_calls == std::array<int, ranks>{0, 0});
 
   const tensor<T, host> pa = to<host>(a.flat());
-  const tensor<float, host> ma = to<host>(ref.exp_avg()), va = to<host>(ref.exp_avg_sq());
+  const tensor<float, host> ma = ref.exp_avg().to_host(), va = ref.exp_avg_sq().to_host();
   // The reference really moved every trainable element (else agreeing with it would prove little): its fp32 value,
   // the master weight under mixed precision (a bf16 parameter may round back to where it started).
   tensor<float, host> ref_master;
-  if constexpr (opt_t::has_master) ref_master = to<host>(ref.master());
+  if constexpr (opt_t::has_master) ref_master = ref.master().to_host();
   index_t moved = 0, trainable = 0;
   for (index_t i = 0; i < n; ++i)
     if (trainable_at(a.params(), i)) {
@@ -269,11 +278,11 @@ void run_sharded(bool clip) {
     INFO("rank " << r);
     CHECK(sharded[r]->steps() == steps);
     const tensor<T, host> pb = to<host>(b[r]->flat());
-    const tensor<float, host> mb = to<host>(sharded[r]->exp_avg()), vb = to<host>(sharded[r]->exp_avg_sq());
+    const tensor<float, host> mb = sharded[r]->exp_avg().to_host(), vb = sharded[r]->exp_avg_sq().to_host();
     tensor<float, host> master, master_a;
     if constexpr (opt_t::has_master) {
-      master = to<host>(sharded[r]->master());
-      master_a = to<host>(ref.master());
+      master = sharded[r]->master().to_host();
+      master_a = ref.master().to_host();
     }
     std::size_t bad = 0;  // report the first few disagreements only
     for (index_t i = 0; i < n; ++i) {
@@ -313,6 +322,27 @@ TEST_CASE("sharded adamw with clipping: the norm summed over the ranks, results 
           "[optim][zero]") {
   SECTION("fp32") { run_sharded<precision::fp32>(true); }
   SECTION("bf16_mixed") { run_sharded<precision::bf16_mixed>(true); }
+}
+
+TEST_CASE("offloaded sharded adamw (ZeRO-Offload): the CPU step in tiles equals the unsharded one, bit for bit",
+          "[optim][zero][offload]") {
+  SECTION("fp32") { run_sharded<precision::fp32>(false, true); }
+  SECTION("bf16_mixed") { run_sharded<precision::bf16_mixed>(false, true); }
+  SECTION("fp32, clipped") { run_sharded<precision::fp32>(true, true); }
+  SECTION("bf16_mixed, clipped") { run_sharded<precision::bf16_mixed>(true, true); }
+  SECTION("fp32, long chunks") { run_sharded<precision::fp32>(false, true, 64); }
+  SECTION("bf16_mixed, long chunks") { run_sharded<precision::bf16_mixed>(false, true, 64); }
+  SECTION("fp16_mixed, long chunks (scalar)") { run_sharded<precision::fp16_mixed>(false, true, 64); }
+}
+
+TEST_CASE("offloading needs a sharded state", "[optim][zero][offload]") {
+  store_t<float> s;
+  s.add("w", {16});
+  s.allocate();
+  optim::state_sharding whole;
+  whole.offload = true;  // no pieces: the unsharded layout
+  using adamw_f32 = optim::adamw<precision::fp32, device>;
+  CHECK_THROWS_AS(adamw_f32(s, {}, optim::all_ranges(s), whole), loom::invalid_argument);
 }
 
 TEST_CASE("sharded optimizer: a state piece outside the buffers is refused", "[optim][zero]") {

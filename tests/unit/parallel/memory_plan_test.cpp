@@ -37,3 +37,34 @@ TEST_CASE("per-rank memory plan: model state as the ZeRO paper counts it") {
   CHECK(bert::plan_memory(c, 32, 128, 4, true, true, false, {0, 4, true}).buffers == 0);
   CHECK_THROWS_AS(bert::plan_memory(c, 32, 128, 2, true, true, false, {4, 2, false}), loom::error);
 }
+
+TEST_CASE("per-rank memory plan under ZeRO-Offload: the state moves to host memory") {
+  io::bert_config c;
+  const double P = static_cast<double>(bert::parameter_count(c));
+  using parallel::offload;
+  for (int N : {1, 2, 4}) {
+    for (int bytes : {2, 4}) {
+      const auto plan = [&](int stage, offload o) {
+        return bert::plan_memory(c, 32, 128, bytes, true, true, false, {stage, N, false, o});
+      };
+      for (int stage : {1, 2, 3}) {
+        INFO("stage " << stage << ", " << N << " ranks, " << bytes << "-byte parameters");
+        const bert::memory_plan on_device = plan(stage, offload::none), off = plan(stage, offload::optimizer);
+        // Device: no optimizer state; host: fp32 master weights (whatever the precision) and both moments, plus the
+        // host copies of the gradient and parameter shards.
+        CHECK(off.optimizer == 0);
+        CHECK(off.parameters == on_device.parameters);
+        CHECK(off.gradients == on_device.gradients);
+        CHECK(static_cast<double>(off.host) == Approx(12 * P / N + 2 * bytes * P / N).epsilon(1e-6));
+        CHECK(on_device.host == 0);
+      }
+      const bert::memory_plan params = plan(3, offload::params);
+      CHECK(params.parameters == 0);
+      CHECK(params.optimizer == 0);
+      CHECK(static_cast<double>(params.host) == Approx(12 * P / N + 2 * bytes * P / N).epsilon(1e-6));
+    }
+  }
+  CHECK_THROWS_AS(bert::plan_memory(c, 32, 128, 2, true, true, false, {0, 2, false, offload::optimizer}),
+                  loom::error);
+  CHECK_THROWS_AS(bert::plan_memory(c, 32, 128, 2, true, true, false, {2, 2, false, offload::params}), loom::error);
+}

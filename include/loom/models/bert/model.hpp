@@ -14,6 +14,7 @@
 #include "../../kernels/cross_entropy.hpp"
 #include "../../nn/pooler.hpp"
 #include "../../nn/sequence_classifier.hpp"
+#include "../../parallel/zero.hpp"
 #include "encoder.hpp"
 
 namespace loom::bert {
@@ -28,7 +29,9 @@ enum class mode { inference, training };
 ///
 /// \tparam Precision loom::precision::fp32 | bf16_mixed | fp16_mixed
 /// \tparam Parallel  loom::parallel::single, or any parallel::policy: the model calls its hooks per unit (see
-///                   parallel/policy.hpp) and its linear layers split across its tensor group
+///                   parallel/policy.hpp) and its linear layers split across its tensor group; or a tag that names
+///                   one, such as parallel::zero<2> (parallel/zero.hpp): parallel_type is then the tag's policy for
+///                   the model's parameter type and Device (include parallel/data_parallel.hpp for zero<>'s)
 /// \tparam Device    loom::host | loom::cuda
 ///
 /// ```cpp
@@ -37,18 +40,19 @@ enum class mode { inference, training };
 /// loom::bert::load_safetensors(m, "model/model.safetensors");
 /// m.forward(batch);                 // m.logits(): [B, num_labels]
 /// ```
-template <precision::policy Precision, parallel::policy Parallel, device_tag Device>
+template <precision::policy Precision, class Parallel, device_tag Device>
+  requires parallel::policy<parallel::resolve_policy_t<Parallel, typename Precision::param_t, Device>>
 class model {
  public:
   using T = typename Precision::param_t;
   using precision_type = Precision;
-  using parallel_type = Parallel;
+  using parallel_type = parallel::resolve_policy_t<Parallel, T, Device>;
   using device_type = Device;
   using tensor_t = tensor<T, Device>;
 
   /// Registers embeddings, layers, pooler and (with `classifier_head`) the classifier in that order, the layout of
   /// params().flat(). `group`: the parallel policy's state (its communicators, for a multi-rank one).
-  explicit model(const config& cfg, bool classifier_head = true, Parallel group = {})
+  explicit model(const config& cfg, bool classifier_head = true, parallel_type group = {})
       : cfg_(checked_config(cfg)),
         head_(classifier_head),
         group_(std::move(group)),
@@ -71,8 +75,8 @@ class model {
   bool has_classifier() const { return head_; }
   nn::param_store<T, Device>& params() { return params_; }
   const nn::param_store<T, Device>& params() const { return params_; }
-  Parallel& parallel() { return group_; }
-  encoder<Precision, Parallel, Device>& trunk() { return encoder_; }
+  parallel_type& parallel() { return group_; }
+  encoder<Precision, parallel_type, Device>& trunk() { return encoder_; }
 
   // ---- memory: activation recomputation ----------------------------------------------------------------------
   /// Activation recomputation (gradient checkpointing) per encoder layer. On: training keeps only each layer's
@@ -258,10 +262,10 @@ class model {
   config cfg_;
   bool head_;
   nn::param_store<T, Device> params_;
-  Parallel group_;
-  encoder<Precision, Parallel, Device> encoder_;
-  nn::pooler<Precision, Parallel, Device> pooler_;
-  nn::sequence_classifier<Precision, Parallel, Device> classifier_;
+  parallel_type group_;
+  encoder<Precision, parallel_type, Device> encoder_;
+  nn::pooler<Precision, parallel_type, Device> pooler_;
+  nn::sequence_classifier<Precision, parallel_type, Device> classifier_;
   std::uint64_t grads_version_ = 0;  // params_.version() the gradient views were bound at
   std::uint64_t bound_version_ = 0;  // params_.version() the parameter views were bound at
   bool grads_bound_ = false;
@@ -275,7 +279,7 @@ class model {
   index_t rows_ = 0, seq_ = 0;
   bool trained_ = false;
   tensor_t final_out_;
-  typename nn::pooler<Precision, Parallel, Device>::activations pooled_;
+  typename nn::pooler<Precision, parallel_type, Device>::activations pooled_;
   tensor_t logits_;
   tensor<float, Device> loss_, losses_, probs_;
   tensor_t dlogits_, dpooled_, dpooled_pre_;

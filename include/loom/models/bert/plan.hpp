@@ -8,6 +8,7 @@
 
 #include "../../core/error.hpp"
 #include "../../io/bert_config.hpp"
+#include "../../parallel/zero.hpp"
 
 namespace loom::bert {
 
@@ -43,6 +44,10 @@ struct memory_plan {
   /// communication: data parallel's fp32 gradient buckets (16-bit, >= 2 ranks); ZeRO-2's gradient buffers (the
   /// embeddings' and two layers', reused by every unit in turn), ZeRO-3's as many for the gathered parameters
   std::int64_t buffers = 0;
+  /// ZeRO-Offload: page-locked host memory of the rank (the optimizer state and fp32 master weights, the host copies
+  /// of its gradient and parameter shards; offload::params: the parameter shards themselves). Not in total().
+  std::int64_t host = 0;
+  /// Device bytes.
   std::int64_t total() const { return parameters + gradients + optimizer + activations + buffers; }
 };
 
@@ -54,6 +59,7 @@ struct state_sharding {
   int stage = 0;
   int ranks = 1;
   bool widened_buckets = true;
+  parallel::offload offloaded = parallel::offload::none;  ///< ZeRO-Offload: what moves to host memory
 };
 
 /// `recompute`: activation recomputation (model::set_recompute), which keeps one layer's activations plus every
@@ -88,7 +94,7 @@ inline memory_plan plan_memory(const io::bert_config& c, std::int64_t batch, std
     // One layer's buffers reused by every layer, plus two alternating outputs and the embedding output.
     activations = N * (3 * H + 3 * H + 2 * I + 3 * H) * B;
   }
-  checked_int buffers = 0;
+  checked_int buffers = 0, host = 0;
   if (training) {
     // What a rank keeps of the model state: 1/N of each sharded kind (rounded up: shards are padded evenly).
     const auto shard = [&](checked_int bytes) {
@@ -97,6 +103,16 @@ inline memory_plan plan_memory(const io::bert_config& c, std::int64_t batch, std
     if (sharding.stage >= 1) optimizer = shard(optimizer);
     if (sharding.stage >= 2) gradients = shard(gradients);
     if (sharding.stage >= 3) parameters = shard(parameters);
+    if (sharding.offloaded != parallel::offload::none) {
+      LOOM_CHECK(sharding.stage >= 1, "offloading needs a ZeRO stage");
+      LOOM_CHECK(sharding.offloaded != parallel::offload::params || sharding.stage == 3,
+                 "offloading the parameters needs ZeRO stage 3");
+      // optim::detail::host_stepper: fp32 master weights and moments (master weights whatever the precision), the
+      // gradient shard's host copy, and the rounded parameters' (or, offloaded, the parameter shard itself).
+      host = shard(P * 4 * 3) + shard(P * B) + shard(P * B);
+      optimizer = 0;
+      if (sharding.offloaded == parallel::offload::params) parameters = 0;
+    }
     if (sharding.stage == 0 && sharding.ranks > 1 && param_bytes < 4 && sharding.widened_buckets) buffers = P * 4;
     if (sharding.stage >= 2) {
       // parallel::data_parallel::place_gradients (and, stage 3, place_parameters): one buffer for the embeddings,
@@ -105,7 +121,7 @@ inline memory_plan plan_memory(const io::bert_config& c, std::int64_t batch, std
                 (sharding.stage == 3 ? 2 : 1);
     }
   }
-  const checked_int total = parameters + gradients + optimizer + activations + buffers;
+  const checked_int total = parameters + gradients + optimizer + activations + buffers + host;
   LOOM_CHECK(!total.overflow(), "memory plan for batch " + std::to_string(batch) + " x seq " + std::to_string(seq) +
                                     " needs more bytes than 64 bits count");
   memory_plan m;
@@ -114,6 +130,7 @@ inline memory_plan plan_memory(const io::bert_config& c, std::int64_t batch, std
   m.optimizer = optimizer.value();
   m.activations = activations.value();
   m.buffers = buffers.value();
+  m.host = host.value();
   return m;
 }
 

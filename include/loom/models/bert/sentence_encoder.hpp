@@ -5,23 +5,28 @@
 #pragma once
 
 #include "../../nn/mean_pooling.hpp"
+#include "../../parallel/zero.hpp"
 #include "encoder.hpp"
 
 namespace loom::bert {
 
+/// \tparam Parallel a parallel::policy, or a tag that names one (parallel::zero<2>; see bert::model)
+///
 /// ```cpp
 /// loom::bert::sentence_encoder<loom::precision::bf16_mixed, loom::parallel::single, loom::cuda> m(cfg, true);
 /// loom::bert::load_safetensors(m, "all-MiniLM-L6-v2/model.safetensors");  // the pooler's weights: unused
 /// m.forward(batch);  // m.embeddings(): [B, H], unit length
 /// ```
-template <precision::policy Precision, parallel::policy Parallel, device_tag Device>
+template <precision::policy Precision, class Parallel, device_tag Device>
+  requires parallel::policy<parallel::resolve_policy_t<Parallel, typename Precision::param_t, Device>>
 class sentence_encoder {
  public:
   using T = typename Precision::param_t;
   using precision_type = Precision;
+  using parallel_type = parallel::resolve_policy_t<Parallel, T, Device>;
   using tensor_t = tensor<T, Device>;
 
-  explicit sentence_encoder(const config& cfg, bool normalize = false, Parallel group = {})
+  explicit sentence_encoder(const config& cfg, bool normalize = false, parallel_type group = {})
       : cfg_(checked_config(cfg)), normalize_(normalize), group_(std::move(group)), encoder_(cfg_, params_, group_) {
     encoder_.register_params();
     params_.allocate();
@@ -54,8 +59,8 @@ class sentence_encoder {
   config cfg_;
   bool normalize_;
   nn::param_store<T, Device> params_;
-  Parallel group_;
-  encoder<Precision, Parallel, Device> encoder_;
+  parallel_type group_;
+  encoder<Precision, parallel_type, Device> encoder_;
   nn::mean_pooling<Precision, Device> pool_;
   tensor_t out_, norms_;
 };
