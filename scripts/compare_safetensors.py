@@ -47,8 +47,25 @@ def load(path):
     return tensors
 
 
+def unslice(slices, shape, dim, ranks):
+    """The whole tensor (flat) from tensor-parallel slices {rank: flat values} split along `dim` of `shape`."""
+    outer = 1
+    for d in shape[:dim]:
+        outer *= d
+    inner = shape[dim] // ranks
+    for d in shape[dim + 1 :]:
+        inner *= d
+    whole = array.array(slices[0].typecode, bytes(len(slices[0]) * ranks * slices[0].itemsize))
+    for r, v in slices.items():
+        for o in range(outer):
+            whole[(o * ranks + r) * inner : (o * ranks + r + 1) * inner] = v[o * inner : (o + 1) * inner]
+    return whole
+
+
 def load_optimizer_state(folder):
-    """A checkpoint's optimizer shards merged: 'exp_avg/<param>/<first element>' pieces -> 'exp_avg/<param>'."""
+    """A checkpoint's optimizer shards merged: 'exp_avg/<param>/<first element>' pieces -> 'exp_avg/<param>'; the
+    pieces of tensor-parallel slices ('exp_avg/<param>/tp<rank>of<ranks>d<dim>/<first>') are put together whole,
+    with the parameter's shape from the checkpoint's model.safetensors."""
     with open(f"{folder}/trainer_state.json") as f:
         shards = json.load(f)["optimizer_shards"]
     pieces = {}
@@ -57,6 +74,27 @@ def load_optimizer_state(folder):
             head, first = key.rsplit("/", 1)
             pieces.setdefault(head, []).append((int(first), dtype, values))
     merged = {}
+    slices = {}  # head -> (ranks, dim, {rank: values})
+    for head, parts in list(pieces.items()):
+        m = re.fullmatch(r"(.*)/tp(\d+)of(\d+)d(\d+)", head)
+        if not m:
+            continue
+        del pieces[head]
+        parts.sort(key=lambda p: p[0])
+        values = array.array(FORMATS[parts[0][1]])
+        for _, _, v in parts:
+            values.extend(v)
+        ranks, dim, got = slices.setdefault(m.group(1), (int(m.group(3)), int(m.group(4)), {}))
+        got[int(m.group(2))] = values
+    if slices:
+        model = load(f"{folder}/model.safetensors")
+        for head, (ranks, dim, got) in slices.items():
+            param = head.split("/", 1)[1]
+            shape = (model.get("bert." + param) or model[param])[1]
+            if sorted(got) != list(range(ranks)):
+                raise SystemExit(f"{folder}: {head}: slices {sorted(got)} of {ranks}")
+            values = unslice(got, shape, dim, ranks)
+            merged[head] = ("F32", [len(values)], values)
     for head, parts in pieces.items():
         parts.sort(key=lambda p: p[0])
         values, at = array.array(FORMATS[parts[0][1]]), 0

@@ -9,6 +9,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <loom/train/options.hpp>
+
 namespace loom_bert {
 
 namespace cli_detail {
@@ -45,6 +47,20 @@ inline CLI::Validator finite_range(double lo, double hi) {
         return "must be in [" + CLI::detail::to_string(lo) + ", " + CLI::detail::to_string(hi) + "], got " + s;
       },
       "[" + CLI::detail::to_string(lo) + " - " + CLI::detail::to_string(hi) + "]");
+}
+
+/// For --parallel on training: none, dp, zero1-3, tpN, tpNxdp, tpNxzeroK (train::parallel_layout_of).
+inline CLI::Validator training_parallel_check() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        try {
+          loom::train::parallel_layout_of(s);
+        } catch (const std::exception& e) {
+          return e.what();
+        }
+        return {};
+      },
+      "none|dp|zero1|zero2|zero3|tpN|tpNxdp|tpNxzeroK");
 }
 
 }  // namespace loom_bert

@@ -139,8 +139,9 @@ inline void register_bench(CLI::App& app) {
                   "with --train: none, or dp (data parallel under mpirun: each rank times its own steps, the "
                   "gradients reduced in buckets; one rank shows the cost of the machinery alone), or zero1 (ZeRO "
                   "stage 1: gradients reduce-scattered, the optimizer state sharded, parameters all-gathered), or "
-                  "zero2 (the gradients sharded too), or zero3 (the parameters too)")
-      ->capture_default_str()->check(CLI::IsMember({"none", "dp", "zero1", "zero2", "zero3"}));
+                  "zero2 (the gradients sharded too), or zero3 (the parameters too), or tpN / tpNxdp / tpNxzeroK "
+                  "(tensor-parallel groups of N ranks)")
+      ->capture_default_str()->check(training_parallel_check());
   sub->add_option("--offload", o->offload,
                   "with --train and a ZeRO stage: optimizer (the AdamW state and step on the CPU) or, with zero3, "
                   "params (the parameter shards in host memory too)")

@@ -75,8 +75,10 @@ inline void register_train(CLI::App& app) {
   sub->add_option("--parallel", o->parallel,
                   "none; or, one rank per GPU under mpirun (--batch-size is per rank): dp (data parallel), zero1 "
                   "(ZeRO stage 1: the optimizer state sharded over the ranks), zero2 (the gradients too) or zero3 (the "
-                  "parameters too)")
-      ->capture_default_str()->check(CLI::IsMember({"none", "dp", "zero1", "zero2", "zero3"}));
+                  "parameters too); tpN (tensor parallel: each group of N consecutive ranks splits every layer's "
+                  "matrices, --batch-size per group, the groups data parallel), tpNxdp, tpNxzero1 (ZeRO over the "
+                  "groups)")
+      ->capture_default_str()->check(training_parallel_check());
   sub->add_option("--offload", o->offload,
                   "with --parallel zero1/zero2/zero3: optimizer (ZeRO-Offload: fp32 master weights and AdamW moments "
                   "in page-locked host memory, the step on the CPU) or, with zero3, params (the parameter shards "
@@ -95,6 +97,9 @@ inline void register_train(CLI::App& app) {
       ->capture_default_str()->check(sign_check(true));
   sub->callback([o] {
     loom::train::offload_of(o->parallel, o->offload);  // refuses what cannot be offloaded, before any work
+    LOOM_CHECK(o->lora_r == 0 || loom::train::tensor_size_of(o->parallel) == 0,
+               "--lora-r with --parallel " + o->parallel + ": LoRA adapters are not split across a tensor-parallel "
+               "group yet; use --parallel dp or zero1-3 for LoRA");
     if (o->device == "cpu") {
       LOOM_CHECK(o->precision == "fp32", "--device cpu trains in fp32; bf16/fp16 need --device cuda");
       train_host_fp32(*o);

@@ -60,7 +60,7 @@ inline loom::parallel::reduce_dtype reduce_dtype_named(const std::string& name) 
 template <class Policy, class Device>
 Policy make_data_parallel(double bucket_mb, double timeout_s, const std::string& reduce = "auto", int stage = 0,
                           loom::parallel::offload offloaded = loom::parallel::offload::none,
-                          unsigned offload_threads = 0) {
+                          unsigned offload_threads = 0, int tensor = 0) {
   auto& w = loom::parallel::world();
   const auto opts = comm_options_for(timeout_s);
   loom::parallel::mpi_communicator control(w.comm(), opts);
@@ -74,6 +74,7 @@ Policy make_data_parallel(double bucket_mb, double timeout_s, const std::string&
   o.reduce = reduce_dtype_named(reduce);
   o.stage = stage;
   o.offloaded = offloaded;
+  o.tensor = tensor;
   o.offload_threads = offload_threads ? offload_threads
                                       : std::max(1u, std::thread::hardware_concurrency() /
                                                          static_cast<unsigned>(std::max(1, w.local_size())));

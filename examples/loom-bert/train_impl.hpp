@@ -27,9 +27,9 @@ void run_training(loom::train::train_options o) {
     dp = make_data_parallel<typename trainer_t::policy_t, Device>(o.bucket_mb, o.comm_timeout_s, o.reduce_dtype,
                                                                   o.zero_stage(),
                                                                   loom::train::offload_of(o.parallel, o.offload),
-                                                                  o.offload_threads);
+                                                                  o.offload_threads, o.tensor_size());
   o.world_size = dp.size();
-  const bool lead = dp.rank() == 0;
+  const bool lead = dp.world_rank() == 0;
   // Every rank reads and checks everything; rank 0 alone prepares --output. A refusal on any rank stops them all.
   loom::train::prepared_run run;
   std::string failure;
@@ -61,10 +61,13 @@ void run_training(loom::train::train_options o) {
                                                   : dp.stage() == 3 ? "ZeRO stage 3 (optimizer state, gradients and "
                                                                       "parameters sharded)"
                                                                     : "data parallel") +
+                                (dp.tensor_parallel() ? ", tensor parallel in groups of " +
+                                                            std::to_string(dp.tensor_size()) + " ranks"
+                                                      : std::string()) +
                                 (o.offload == "none"     ? ""
                                  : o.offload == "params" ? ", parameters and optimizer state offloaded to host memory"
                                                          : ", optimizer state offloaded to host memory") +
-                                " over " + std::to_string(dp.size()) + " rank(s), " +
+                                " over " + std::to_string(dp.world_size()) + " rank(s), " +
                                 std::to_string(o.global_micro_batch() * static_cast<std::size_t>(o.grad_accum)) +
                                 " rows per step")
                                    .c_str()
@@ -85,7 +88,8 @@ void run_train_bench(const train_bench_options& o) {
   policy_t dp;
   if (o.parallel != "none")
     dp = make_data_parallel<policy_t, Device>(o.bucket_mb, 60, o.reduce_dtype, loom::train::zero_stage_of(o.parallel),
-                                              loom::train::offload_of(o.parallel, o.offload), o.offload_threads);
+                                              loom::train::offload_of(o.parallel, o.offload), o.offload_threads,
+                                              loom::train::tensor_size_of(o.parallel));
   model_t m(o.config, true, std::move(dp));
   loom::bert::init_weights(m, 1);
   m.set_recompute(o.recompute);

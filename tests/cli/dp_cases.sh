@@ -16,6 +16,11 @@
 #   kill         a rank killed with SIGKILL: the job ends non-zero within 60 s (dp and zero1-3)
 #   hang         a rank that stops responding (SIGSTOP): the other ends within --comm-timeout + a few seconds, its one
 #                error line naming itself, the collective, the step and the rank that does not respond (dp and zero1-3)
+#   tp           tensor parallelism: a model trained from scratch (intermediate size 64, 4 heads) for 20 AdamW steps
+#                (dropout on, clipping, accumulation 1 and 2) on 1 process, tp2, tp4, tp2xdp and tp2xzero1 ends with
+#                parameters within 1e-5 (optimizer state too); tp2's checkpoint resumes with dp at 2 ranks and in
+#                one process, a dp checkpoint with tp2; sizes that do not split (intermediate 37, 3 ranks for tp2)
+#                and LoRA are refused naming the numbers; a killed rank of tp2xdp ends the job
 #   ckptfault    the same while a checkpoint is written every step (zero1, zero3 + offload): the job ends, and every
 #                checkpoint left in --output is whole (all the shard files its trainer_state.json lists), `latest`
 #                names one, and --resume continues from it
@@ -129,6 +134,91 @@ case_reshard() {
     fail "the refusal does not name the shard: $(cat "$W/torn.log")"
   echo "dp_cases reshard: zero3 at 4 ranks -> zero3, zero2, zero1, dp at 2, one process: within 1e-5 at step 20;" \
     "a lost shard is refused"
+}
+
+# From scratch (tiny_a's intermediate size, 37, does not split): hidden 64, 4 heads, intermediate 64.
+tp_model() {
+  mkdir -p "$W/scratch"
+  sed -E 's/"intermediate_size": [0-9]+/"intermediate_size": 64/' "$ROOT/tests/fixtures/bert/tiny_a/config.json" \
+    >"$W/scratch/config.json"
+  grep -q '"intermediate_size": 64' "$W/scratch/config.json" || fail "could not write the from-scratch config"
+}
+tp_common() {
+  echo train --config "$W/scratch/config.json" --vocab "$ROOT/tests/fixtures/bert/tiny_a/vocab.txt" \
+    --train "$W/train.tsv" --dev "$W/dev.tsv" --text-column sentence --max-seq-len 32 --log-every 1 --lr 3e-4 \
+    --warmup-ratio 0.1 --device cpu --save-total-limit 0
+}
+
+case_tp() {
+  tp_model
+  local accum spec n mode
+  for accum in 1 2; do
+    local tag=tp_a$accum
+    run_ok "$W/$tag.1.log" "$LOOM_BERT" $(tp_common) --max-steps 20 --eval-every 20 --batch-size 8 \
+      --grad-accum $accum --output "$W/$tag.1"
+    for spec in 2:tp2 4:tp4 4:tp2xdp 4:tp2xzero1 4:tp2xzero3; do
+      n=${spec%%:*} mode=${spec#*:}
+      local out="$W/$tag.$mode"
+      local replicas=$((n / ${mode:2:1}))
+      run_ok "$out.log" "${MPIRUN[@]}" -np $n "$LOOM_BERT" $(tp_common) --max-steps 20 --eval-every 20 \
+        --batch-size $((8 / replicas)) --grad-accum $accum --parallel $mode --output "$out"
+      compare "$W/$tag.1/checkpoint-20/model.safetensors" "$out/checkpoint-20/model.safetensors" ||
+        fail "--grad-accum $accum: --parallel $mode on $n ranks ended with other parameters than one process"
+      compare "$W/$tag.1/checkpoint-20" "$out/checkpoint-20" ||
+        fail "--grad-accum $accum: --parallel $mode on $n ranks ended with another optimizer state"
+    done
+  done
+  grep -q "tensor parallel in groups of 2 ranks over 4 rank(s)" "$W/tp_a1.tp2xdp.log" ||
+    fail "the start-up line does not say how the ranks are used: $(head -n 1 "$W/tp_a1.tp2xdp.log")"
+  # Checkpoints stay logical: tp2 -> dp at 2 ranks and one process; dp -> tp2.
+  run_ok "$W/t2.log" "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(tp_common) --max-steps 20 --eval-every 10 --batch-size 8 \
+    --parallel tp2 --output "$W/t2"
+  run_ok "$W/t2_dp.log" "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(tp_common) --max-steps 20 --eval-every 10 \
+    --batch-size 4 --parallel dp --resume "$W/t2/checkpoint-10" --output "$W/t2_dp"
+  run_ok "$W/t2_1.log" "$LOOM_BERT" $(tp_common) --max-steps 20 --eval-every 10 --batch-size 8 \
+    --resume "$W/t2/checkpoint-10" --output "$W/t2_1"
+  run_ok "$W/d2.log" "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(tp_common) --max-steps 20 --eval-every 10 --batch-size 4 \
+    --parallel zero1 --output "$W/d2"
+  run_ok "$W/d2_tp.log" "${MPIRUN[@]}" -np 4 "$LOOM_BERT" $(tp_common) --max-steps 20 --eval-every 10 \
+    --batch-size 4 --parallel tp2xdp --resume "$W/d2/checkpoint-10" --output "$W/d2_tp"
+  local pair
+  for pair in "t2 t2_dp" "t2 t2_1" "d2 d2_tp"; do
+    set -- $pair
+    compare "$W/$1/checkpoint-20/model.safetensors" "$W/$2/checkpoint-20/model.safetensors" ||
+      fail "$2 ended elsewhere than $1 at step 20"
+    compare "$W/$1/checkpoint-20" "$W/$2/checkpoint-20" || fail "$2's optimizer state differs from $1's at step 20"
+  done
+  # Refusals, before training, naming the numbers.
+  local rc=0
+  "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) --max-steps 2 --batch-size 8 --parallel tp2 --output "$W/bad37" \
+    2>"$W/bad37.log" >/dev/null || rc=$?
+  [ $rc != 0 ] || fail "tp2 of intermediate size 37 was accepted"
+  grep -q "37 features do not split across a tensor-parallel group of 2" "$W/bad37.log" ||
+    fail "the refusal does not name 37 and 2: $(grep error "$W/bad37.log")"
+  rc=0
+  "${MPIRUN[@]}" -np 3 "$LOOM_BERT" $(tp_common) --max-steps 2 --batch-size 8 --parallel tp2 --output "$W/bad3" \
+    2>"$W/bad3.log" >/dev/null || rc=$?
+  [ $rc != 0 ] || fail "tp2 on 3 ranks was accepted"
+  grep -q "3 rank(s) do not form tensor-parallel groups of 2" "$W/bad3.log" ||
+    fail "the refusal does not name 3 and 2: $(grep error "$W/bad3.log")"
+  rc=0
+  "$LOOM_BERT" $(tp_common) --max-steps 2 --batch-size 8 --parallel tp2 --lora-r 4 --output "$W/badlora" \
+    2>"$W/badlora.log" >/dev/null || rc=$?
+  [ $rc != 0 ] && grep -q "LoRA adapters are not split across a tensor-parallel group" "$W/badlora.log" ||
+    fail "LoRA with tp2 was not refused: $(cat "$W/badlora.log")"
+  # A rank killed inside a tensor-parallel group ends the job.
+  "${MPIRUN[@]}" -np 4 "$LOOM_BERT" $(tp_common) "${LONG[@]}" --parallel tp2xdp --max-steps 100000 \
+    --output "$W/tk" 2>"$W/tk.log" >/dev/null &
+  local job=$! victim t0
+  wait_for_step "$W/tk/metrics.jsonl" 3 $job
+  victim=$(pids_of_ranks $job | sed -n 2p)
+  t0=$SECONDS
+  kill -KILL "$victim"
+  rc=0
+  wait $job || rc=$?
+  [ $rc != 0 ] && [ $((SECONDS - t0)) -le 60 ] || fail "tp2xdp: rank 1 killed, the job ended with $rc after $((SECONDS - t0)) s"
+  echo "dp_cases tp: 1 = tp2 = tp4 = tp2xdp = tp2xzero1 = tp2xzero3 within 1e-5 (accumulation 1/2, optimizer state" \
+    "too); tp2 <-> dp/one process checkpoints; refusals name the sizes; a killed rank ends the job"
 }
 
 OFFLOADS="zero1:optimizer zero2:optimizer zero3:optimizer zero3:params"

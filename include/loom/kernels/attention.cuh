@@ -243,7 +243,7 @@ LOOM_DEVICE LOOM_FORCEINLINE unsigned tile_keep_bits(const attention_problem& p,
     const int col = col0 + nt * 8 + 2 * t;
     const int q = KeyRows ? col : row, k = KeyRows ? row : col;
     const philox_words r = philox4x32_10(
-        attention_dropout_block(p.dropout.first + static_cast<std::uint64_t>(b), h, q, k, p.heads, p.seq),
+        attention_dropout_block(p.dropout, b, h, q, k, p.heads, p.seq),
         p.dropout.offset, p.dropout.seed);
     const std::uint32_t mine0 = philox_word(r, word(odd, 0)), mine1 = philox_word(r, word(odd, 1));
     const std::uint32_t got0 = __shfl_xor_sync(full_warp, philox_word(r, word(!odd, 0)), 4);

@@ -38,6 +38,9 @@ struct attention_dropout {
   std::uint64_t seed = 0;
   std::uint64_t offset = 0;
   std::uint64_t first = 0;
+  /// Tensor parallelism: this call's heads are heads [first_head, first_head + heads) of `all_heads` (0: the call
+  /// has every head), so each head draws the mask it draws in the unsplit layer.
+  int first_head = 0, all_heads = 0;
 };
 
 namespace detail {
@@ -70,6 +73,12 @@ LOOM_HOST_DEVICE LOOM_FORCEINLINE std::uint64_t attention_dropout_block(std::uin
           static_cast<std::uint64_t>(q >> 1)) * half +
          static_cast<std::uint64_t>(k >> 1);
 }
+/// attention_dropout_block of the call's sequence b and head h, placed in the global batch and the whole layer.
+LOOM_HOST_DEVICE LOOM_FORCEINLINE std::uint64_t attention_dropout_block(const attention_dropout& d, int b, int h,
+                                                                        int q, int k, int heads, int seq) {
+  return attention_dropout_block(d.first + static_cast<std::uint64_t>(b), d.first_head + h, q, k,
+                                 d.all_heads ? d.all_heads : heads, seq);
+}
 /// Which word of its block's Philox result probability (b, h, q, k) draws.
 LOOM_HOST_DEVICE LOOM_FORCEINLINE int attention_dropout_word(int q, int k) { return (q & 1) * 2 + (k & 1); }
 
@@ -77,8 +86,7 @@ LOOM_HOST_DEVICE LOOM_FORCEINLINE int attention_dropout_word(int q, int k) { ret
 /// sequence's index in this call (d.first is added here).
 LOOM_HOST_DEVICE LOOM_FORCEINLINE bool attention_keep(const attention_dropout& d, int b, int h, int q, int k,
                                                       int heads, int seq) {
-  const philox_words r = philox4x32_10(
-      attention_dropout_block(d.first + static_cast<std::uint64_t>(b), h, q, k, heads, seq), d.offset, d.seed);
+  const philox_words r = philox4x32_10(attention_dropout_block(d, b, h, q, k, heads, seq), d.offset, d.seed);
   return word_to_uniform01(philox_word(r, static_cast<std::uint64_t>(attention_dropout_word(q, k)))) >= d.p;
 }
 

@@ -123,7 +123,7 @@ class linear {
 
   /// y = epilogue(x W^T + b). x: [N, local_in()], y: [N, local_out()] (a column slice of a wider buffer is fine).
   void forward(const tensor_t& x, const tensor_t& y, gemm_epilogue epilogue = gemm_epilogue::bias) const {
-    if (spec_.split != parallel::split::row || ranks() == 1) {
+    if (spec_.split != parallel::split::row || !split_across()) {
       matmul(x, w_, y, {.transpose_b = true, .epilogue = epilogue}, b_);
       return;
     }
@@ -147,7 +147,7 @@ class linear {
       if (given(db_)) bias_grad_by_gemm(dy, beta, ones);
     }
     if (!given(dx)) return;
-    if (spec_.split == parallel::split::column && ranks() > 1) {
+    if (spec_.split == parallel::split::column && split_across()) {
       // Every rank holds all of x, so each rank's share of dx is partial: summed over the group before it is
       // added to what dx already holds.
       if (input_mode == grad_mode::overwrite) {
@@ -166,6 +166,9 @@ class linear {
 
  private:
   int ranks() const { return group_ ? group_->tensor_size() : 1; }
+  // Whether the group's collectives run (a tensor-parallel group of one runs them too: what they cost, measurable
+  // on one GPU).
+  bool split_across() const { return group_ && parallel::tensor_parallel(*group_); }
   bool trainable(const param_store<T, Device>& store, const char* leaf) const {
     for (const std::string& m : spec_.modules)
       if (store.trainable(m + leaf)) return true;

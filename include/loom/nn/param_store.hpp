@@ -165,14 +165,17 @@ class param_store {
 
   /// The offset `name` has in the layout without unit padding (what a world of one uses): random initialisation
   /// is keyed by it, so a model draws the same weights whatever the number of ranks its units are padded for.
-  index_t seed_offset(const std::string& name) const {
+  /// `tensor_ranks`: the store holds one tensor-parallel rank's slices of split parameters; the offset is the
+  /// one of the whole model's layout.
+  index_t seed_offset(const std::string& name, int tensor_ranks = 1) const {
     const std::size_t k = find(name);
     index_t at = 0;
     for (std::size_t i = 0; i <= k; ++i) {
       // Packed parameters follow their predecessor directly, in either layout.
       const bool packed = i > 0 && params_[i].offset == params_[i - 1].offset + params_[i - 1].numel() &&
                           params_[i].unit == params_[i - 1].unit;
-      if (i > 0) at += params_[i - 1].numel();
+      const bool split = i > 0 && params_[i - 1].split_dim != parallel::no_split_dim;
+      if (i > 0) at += params_[i - 1].numel() * (split ? tensor_ranks : 1);
       if (!packed) at = (at + align - 1) / align * align;
     }
     return at;

@@ -40,7 +40,8 @@ class self_attention {
               hidden, 3 * hidden, unit, parallel::split::column},
              stream_layer, 4),
         out_(group, {{prefix + "attention.output.dense"}, hidden, hidden, unit, parallel::split::row}, stream_layer, 7),
-        heads_(heads / group.tensor_size()), p_(dropout), layer_(stream_layer) {
+        heads_(heads / group.tensor_size()), first_head_(static_cast<int>(heads_) * group.tensor_rank()),
+        all_heads_(static_cast<int>(heads)), p_(dropout), layer_(stream_layer) {
     LOOM_CHECK(heads % group.tensor_size() == 0, prefix + "attention: " + std::to_string(heads) +
                                                      " heads do not split across a tensor-parallel group of " +
                                                      std::to_string(group.tensor_size()));
@@ -68,7 +69,7 @@ class self_attention {
                activations& a, const lora_scratch<T, Device>& ls, const pass& p) const {
     qkv_.forward(x, a.qkv, gemm_epilogue::bias, a.qkv_lora, ls, p);
     attention_forward(heads_view(a.qkv, rows, seq), lengths, a.ctx.reshape({rows, seq, local_hidden()}),
-                      p.training ? a.lse : tensor<float, Device>{}, p.attention(layer_, 3, p_));
+                      p.training ? a.lse : tensor<float, Device>{}, dropout(p));
     out_.forward(a.ctx, a.out, gemm_epilogue::bias, a.out_lora, ls, p);
   }
   /// dy = d(a.out) -> parameter gradients and dx += d x (skipped when dx is empty).
@@ -78,17 +79,25 @@ class self_attention {
     out_.backward(dy, a.ctx, s.dctx, param_mode, grad_mode::overwrite, a.out_lora, ls, p, ones);
     attention_backward(heads_view(a.qkv, rows, seq), lengths, a.ctx.reshape({rows, seq, local_hidden()}),
                        s.dctx.reshape({rows, seq, local_hidden()}), a.lse, heads_view(s.dqkv, rows, seq),
-                       grad_mode::overwrite, p.attention(layer_, 3, p_));
+                       grad_mode::overwrite, dropout(p));
     qkv_.backward(s.dqkv, x, dx, param_mode, grad_mode::accumulate, a.qkv_lora, ls, p, ones);
   }
 
  private:
+  // The attention dropout of this rank's heads, drawn as in the unsplit layer.
+  attention_dropout dropout(const pass& p) const {
+    attention_dropout d = p.attention(layer_, 3, p_);
+    d.first_head = first_head_;
+    d.all_heads = all_heads_;
+    return d;
+  }
   tensor_t heads_view(const tensor_t& qkv, index_t rows, index_t seq) const {
     return qkv.reshape({rows, seq, 3, heads_, local_hidden() / heads_});
   }
 
   projection qkv_, out_;
   index_t heads_ = 0;
+  int first_head_ = 0, all_heads_ = 0;  // this rank's heads among every head of the layer
   double p_ = 0;
   int layer_ = 0;
 };

@@ -208,6 +208,7 @@ class flat_optimizer {
     } else {
       chunks_ = detail::make_chunks(trainable, decay, chunk_elements);
     }
+    detail::exclude_from_norm(chunks_, shard_.outside_norm);
     LOOM_CHECK(chunks_.size() < (1u << 31), "optimizer: too many chunks; raise chunk_elements");
     // The vector paths need 16-byte aligned bases (element i aligned to 4 is then aligned in every buffer).
     LOOM_CHECK(reinterpret_cast<std::uintptr_t>(params_.data()) % 16 == 0 &&

@@ -16,8 +16,12 @@ struct state_sharding {
   /// Sorted, disjoint pieces of the parameter buffer; piece k's state at [state, state + end - begin).
   std::vector<detail::state_piece> pieces;
   index_t local_size = 0;  ///< elements of every state buffer (master weights, moments) on this rank
-  /// Sums the square of the gradient norm over the ranks (the gradient is sharded with the state); empty: one rank.
+  /// Sums the square of the gradient norm over the ranks (the gradient is sharded with the state, or split by
+  /// tensor parallelism); empty: one rank.
   detail::sum_across_ranks sum_squares;
+  /// Parameters (flat ranges) whose gradients another rank counts in the norm: under tensor parallelism the
+  /// replicated ones, on every rank of a group but its first.
+  std::vector<flat_range> outside_norm;
   /// ZeRO-Offload: the state (and fp32 master weights, whatever the precision) in page-locked host memory, updated
   /// by `offload_threads` CPU threads (0: one per hardware thread), copied in tiles of `offload_tile` elements: small
   /// enough that one tile's copies hide behind the CPU's work on another, large enough that a tile's fixed costs (a

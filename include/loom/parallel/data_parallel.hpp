@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../nn/param_store.hpp"
+#include "../nn/tensor_slices.hpp"
 #include "../optim/state_sharding.hpp"
 #include "../tensor/assign.hpp"
 #include "../tensor/async_copy.hpp"
@@ -61,6 +62,10 @@ struct data_parallel_options {
   int stage = 0;
   offload offloaded = offload::none;  ///< ZeRO-Offload (stage >= 1; offload::params needs stage 3)
   unsigned offload_threads = 0;       ///< CPU threads of an offloaded optimizer step (0: one per hardware thread)
+  /// Tensor parallelism: ranks per tensor-parallel group (each `tensor` consecutive world ranks split every layer's
+  /// matrices, Megatron-style: nn::linear); the data parallelism (and ZeRO) above runs over the groups' replicas.
+  /// 0: none; 1: groups of one, whose collectives run all the same (their cost, on one GPU).
+  int tensor = 0;
 };
 
 /// The data-parallel policy of bert::model<Precision, data_parallel<G, Device>, Device> (G: the gradient type).
@@ -92,11 +97,26 @@ class data_parallel {
   static constexpr bool widen = !std::is_same_v<G, float> && !std::is_same_v<G, double>;
 
   data_parallel() = default;
-  /// `control`: host collectives (metrics, agreement, checks); `grads`: the gradient reductions on Device.
+  /// `control`: host collectives over the world (metrics, agreement, checks); `grads`: the gradient reductions on
+  /// Device. With o.tensor > 1 both are split (collective) into the tensor-parallel groups of o.tensor consecutive
+  /// ranks and, across the groups, the replicas that data parallelism reduces over.
   data_parallel(mpi_communicator control, grad_comm_t grads, data_parallel_options o = {})
       : control_(std::make_unique<mpi_communicator>(std::move(control))),
         grads_(std::make_unique<grad_comm_t>(std::move(grads))),
         o_(o) {
+    LOOM_CHECK(o_.tensor == 0 || (o_.tensor >= 1 && control_->size() % o_.tensor == 0),
+               "--parallel: " + std::to_string(control_->size()) + " rank(s) do not form tensor-parallel groups of " +
+                   std::to_string(o_.tensor) + " (start a multiple of " + std::to_string(o_.tensor) + " ranks)");
+    if (o_.tensor >= 1) {
+      // Groups of consecutive ranks: a launcher that fills each node in turn keeps a group on one node.
+      const int r = control_->rank(), t = o_.tensor;
+      world_ = std::move(control_);
+      control_ = std::make_unique<mpi_communicator>(world_->split(r % t, r));
+      tensor_control_ = std::make_unique<mpi_communicator>(world_->split(r / t, r));
+      world_grads_ = std::move(grads_);
+      grads_ = std::make_unique<grad_comm_t>(world_grads_->split(r % t, r));
+      tensor_ = std::make_unique<grad_comm_t>(world_grads_->split(r / t, r));
+    }
     LOOM_CHECK(o_.bucket_mb > 0, "--bucket-mb must be positive");
     LOOM_CHECK(o_.stage >= 0 && o_.stage <= 3, "data_parallel: ZeRO stage " + std::to_string(o_.stage) +
                                                    " is not one of 0 (data parallel) to 3");
@@ -117,10 +137,21 @@ class data_parallel {
   offload offloaded() const { return active() ? o_.offloaded : offload::none; }
   /// The ranks each unit is divided over (the model pads its units for them: param_store::set_unit_multiple).
   int shard_ranks() const { return stage() > 0 ? size() : 1; }
+  /// This rank among the replicas data parallelism runs over (the world without tensor parallelism), and their
+  /// number: what divides the batches and the ZeRO shards.
   int rank() const { return active() ? control_->rank() : 0; }
   int size() const { return active() ? control_->size() : 1; }
-  /// Host-side collectives of the run (loss and metric sums, stop flags, start-up checks).
+  /// This rank in the world (rank 0 writes the run's output).
+  int world_rank() const { return world_ ? world_->rank() : rank(); }
+  int world_size() const { return world_ ? world_->size() : size(); }
+  /// Host-side collectives over the world (agreement on errors and stops, start-up checks).
   mpi_communicator& control() {
+    LOOM_CHECK(active(), "data_parallel: an inactive policy has no communicator");
+    return world_ ? *world_ : *control_;
+  }
+  /// Host-side collectives over this rank's replicas (the world without tensor parallelism): they hold the same
+  /// parameters, and their sums count every row once.
+  mpi_communicator& replicas() {
     LOOM_CHECK(active(), "data_parallel: an inactive policy has no communicator");
     return *control_;
   }
@@ -128,10 +159,16 @@ class data_parallel {
     LOOM_CHECK(active(), "data_parallel: an inactive policy has no communicator");
     return *grads_;
   }
-  /// Collective: host `values` reduced over the ranks in place (losses, metrics, flags); nothing for one process.
+  /// Collective: host `values` reduced over the replicas in place (losses, metrics: every row once); nothing for
+  /// one process.
   template <comm_element T>
   void reduce_on_host(T* values, std::size_t n, reduce_op op) {
     if (size() > 1) control_->all_reduce(values, values, n, op);
+  }
+  /// Collective: host `values` reduced over the world in place (flags every rank must act on alike).
+  template <comm_element T>
+  void reduce_over_world(T* values, std::size_t n, reduce_op op) {
+    if (world_size() > 1) control().all_reduce(values, values, n, op);
   }
 
   /// Names what the run is doing ("step 17") in every communication error and timeout.
@@ -139,6 +176,10 @@ class data_parallel {
     if (!active()) return;
     control_->set_context(what);
     grads_->set_context(what);
+    if (!world_) return;
+    world_->set_context(what);
+    tensor_control_->set_context(what);
+    tensor_->set_context(what);
   }
 
   /// Plans the buckets over `store`'s gradient buffer (allocated here if it is not yet). Call again whenever the
@@ -149,6 +190,10 @@ class data_parallel {
     flat_ = store.flat_grads();
     params_ = store.flat();
     layout_size_ = store.layout_size();
+    outside_norm_.clear();
+    if (tensor_rank() > 0)
+      for (const nn::param_info& p : store.params())
+        if (p.trainable && p.split_dim == no_split_dim) outside_norm_.push_back({p.offset, p.offset + p.numel()});
     int layers = 0;
     for (const unit& u : store.units())
       if (u.kind == unit_kind::layer || u.kind == unit_kind::adapter) layers = std::max(layers, u.index + 1);
@@ -294,16 +339,27 @@ class data_parallel {
   /// Call after attach().
   optim::state_sharding optimizer_sharding() {
     optim::state_sharding s;
+    // Tensor parallelism: each rank holds a slice of the split parameters' gradients and a copy of the replicated
+    // ones, which the group's first rank alone counts; the norm is the sum over the group.
+    s.outside_norm = outside_norm_;
+    const auto sum_over_group = [this](double* x) {
+      if (!tensor_) return;
+      tensor_->order_after_compute();
+      tensor_->all_reduce(x, x, 1, reduce_op::sum);
+      tensor_->compute_waits();
+    };
+    if (tensor_) s.sum_squares = sum_over_group;
     if (stage() == 0) return s;
     for (const unit_shard& u : map_.units())
       s.pieces.push_back({u.shard_begin(rank()), u.shard_begin(rank()) + u.per_rank, u.local});
     s.local_size = map_.local_size();
     s.offload = offloaded() != offload::none;
     s.offload_threads = o_.offload_threads;
-    s.sum_squares = [this](double* x) {
+    s.sum_squares = [this, sum_over_group](double* x) {
       grads_->order_after_compute();
       grads_->all_reduce(x, x, 1, reduce_op::sum);
       grads_->compute_waits();
+      sum_over_group(x);
     };
     return s;
   }
@@ -384,11 +440,49 @@ class data_parallel {
     grads_->compute_waits();
   }
 
-  // Data parallelism has no tensor-parallel group: linear layers are whole on every rank.
-  int tensor_rank() const { return 0; }
-  int tensor_size() const { return 1; }
+  /// The tensor-parallel group nn::linear splits across (1: layers whole on every rank).
+  int tensor_rank() const { return tensor_control_ ? tensor_control_->rank() : 0; }
+  int tensor_size() const { return tensor_control_ ? tensor_control_->size() : 1; }
+  bool tensor_parallel() const { return tensor_ != nullptr; }
+  /// t summed over the tensor-parallel group in place, in order with the compute stream (Megatron's f/g operators:
+  /// after a row-parallel GEMM, and a column-parallel one's input gradient).
   template <class T, class D>
-  void all_reduce_sum(const tensor<T, D>&) {}
+  void all_reduce_sum(const tensor<T, D>& t) {
+    if (!tensor_ || t.numel() == 0) return;
+    LOOM_CHECK(t.is_contiguous(), "data_parallel::all_reduce_sum: the tensor must be contiguous");
+    tensor_->order_after_compute();
+    tensor_->all_reduce(t.data(), t.data(), static_cast<std::size_t>(t.numel()), reduce_op::sum);
+    tensor_->compute_waits();
+  }
+
+  /// The whole (unsplit) parameters: the store's parameter list with logical shapes, packed in order, and their
+  /// fp32 values assembled from every tensor-parallel rank's slices (`values`: this rank's, the store's flat
+  /// layout). Collective over the tensor-parallel group; without one, the store's own list and `values`.
+  template <class T, class D>
+  nn::parameter_values whole(const nn::param_store<T, D>& store, const tensor<float, host>& values) {
+    const int n = tensor_size();
+    if (n == 1) return {store.params(), values};
+    const index_t layout = values.numel();
+    tensor<float, host> all({layout * n});
+    tensor_control_->all_gather(values.data(), all.data(), static_cast<std::size_t>(layout));
+    nn::parameter_values w;
+    index_t at = 0;
+    for (const nn::param_info& p : store.params()) {
+      nn::param_info q = p;
+      q.extents = nn::logical_extents(p, n);
+      q.offset = at;
+      q.split_dim = parallel::no_split_dim;
+      at += q.numel();
+      w.params.push_back(q);
+    }
+    w.values = tensor<float, host>({at});
+    for (std::size_t i = 0; i < w.params.size(); ++i)
+      for (int r = 0; r < n; ++r)
+        for (const nn::slice_run& run : nn::slice_runs(store.params()[i], r, n))
+          std::copy_n(all.data() + r * layout + store.params()[i].offset + run.local, run.count,
+                      w.values.data() + w.params[i].offset + run.logical);
+    return w;
+  }
 
  private:
   std::size_t unit_index(const unit& u) const {
@@ -577,8 +671,11 @@ class data_parallel {
     }
   }
 
+  // The replicas' communicators (the world without tensor parallelism); with it, the world's and the tensor group's.
   std::unique_ptr<mpi_communicator> control_;
   std::unique_ptr<grad_comm_t> grads_;
+  std::unique_ptr<mpi_communicator> world_, tensor_control_;
+  std::unique_ptr<grad_comm_t> world_grads_, tensor_;
   data_parallel_options o_;
   std::uint64_t attached_version_ = ~std::uint64_t{0};
   tensor<G, Device> flat_, params_;
@@ -600,6 +697,7 @@ class data_parallel {
   std::vector<tensor<G, Device>> value_slots_;
   bool in_backward_ = false;
   index_t layout_size_ = 0;  // elements of the flat layout (ZeRO-3 keeps no flat buffer)
+  std::vector<optim::flat_range> outside_norm_;  // tensor parallelism: replicated parameters, counted by rank 0
   std::vector<bucket> buckets_;
   std::vector<std::pair<unit, std::size_t>> bucket_of_;
   std::vector<int> pending_;

@@ -59,6 +59,14 @@ concept policy = requires(P& p, const unit& u, const ranges& r, const tensor<flo
 
 static_assert(policy<single>);
 
+/// Whether a policy's linear layers run the tensor-parallel collectives: a group of two or more ranks, or a policy
+/// that says so (data_parallel with a tensor-parallel group of one).
+template <class P>
+bool tensor_parallel(const P& p) {
+  if constexpr (requires { { p.tensor_parallel() } -> std::convertible_to<bool>; }) return p.tensor_parallel();
+  else return p.tensor_size() > 1;
+}
+
 /// The ranks a policy divides each unit's parameters over (ZeRO: the model pads its units to divide evenly); 1 for
 /// policies that shard nothing.
 template <class P>

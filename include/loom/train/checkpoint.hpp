@@ -23,6 +23,7 @@
 #include "../io/regular_file.hpp"
 #include "../io/safetensors.hpp"
 #include "../io/tokenizer_config.hpp"
+#include "../nn/tensor_slices.hpp"
 #include "../tensor/copy.hpp"
 
 namespace loom::train {
@@ -60,18 +61,21 @@ tensor<float, host> parameters_f32(const Model& m) {
   return out;
 }
 
-/// Writes config.json, model.safetensors (F32), vocab.txt and tokenizer_config.json into `dir` (which must exist).
+/// Writes config.json, model.safetensors (F32: `weights`, the whole parameters, e.g. the model's own list with its
+/// fp32 values, or data_parallel::whole), vocab.txt and tokenizer_config.json into `dir` (which must exist).
 /// With `include_adapters` (loom's own checkpoints, for --resume) LoRA factors are written too.
 template <class Model>
-void save_pretrained_into(const Model& m, const fs::path& dir, const tensor<float, host>& values, const fs::path& vocab,
-                          const io::bert_tokenizer_config& tokenizer, bool include_adapters = false) {
+void save_pretrained_into(const Model& m, const fs::path& dir, const nn::parameter_values& weights,
+                          const fs::path& vocab, const io::bert_tokenizer_config& tokenizer,
+                          bool include_adapters = false) {
+  const tensor<float, host>& values = weights.values;
   io::bert_config cfg = m.cfg();
   cfg.architectures = {m.has_classifier() ? "BertForSequenceClassification" : "BertModel"};
   cfg.dtype = "float32";
   cfg.save(dir / "config.json");
   io::safetensors_writer w;
   w.metadata("format", "pt");
-  for (const auto& p : m.params().params()) {
+  for (const auto& p : weights.params) {
     // LoRA factors are not BERT weights: transformers would not know them (they go to the PEFT adapter instead).
     if (p.name.find(".lora_") != std::string::npos && !include_adapters) continue;
     // A model with inf/NaN weights is never written: it would load and predict garbage without a word.
@@ -109,17 +113,17 @@ inline void abandon_checkpoint(const fs::path& tmp) {
   fs::remove_all(tmp, ignored);
 }
 
-/// Writes the model (HF format, fp32 `values` in the flat layout) and `meta` (trainer_state.json) into `tmp`, syncs
+/// Writes the model (HF format, the fp32 `weights`) and `meta` (trainer_state.json) into `tmp`, syncs
 /// it and renames it to checkpoint-<step>, points `latest` at it and keeps the newest `keep` checkpoints. Every
 /// other file of the checkpoint (the optimizer shards) must be in `tmp` already. On failure `tmp` is removed.
 template <class Model>
 fs::path commit_checkpoint(const Model& m, const fs::path& out, std::int64_t step, const fs::path& tmp,
-                           const tensor<float, host>& values, const fs::path& vocab,
+                           const nn::parameter_values& weights, const fs::path& vocab,
                            const io::bert_tokenizer_config& tokenizer, const nlohmann::json& meta, int keep = 2) {
   const std::string name = checkpoint_name(step);
   const fs::path final_dir = out / name;
   try {
-    save_pretrained_into(m, tmp, values, vocab, tokenizer, /*include_adapters=*/true);
+    save_pretrained_into(m, tmp, weights, vocab, tokenizer, /*include_adapters=*/true);
     io::write_file_atomically(tmp / "trainer_state.json", std::string_view(meta.dump(2) + "\n"));
     for (const auto& e : fs::directory_iterator(tmp))
       if (e.is_regular_file()) detail::fsync_path(e.path());

@@ -20,10 +20,41 @@ inline std::string absolute_path(const std::string& p) {
   return p.empty() ? p : std::filesystem::absolute(p).lexically_normal().string();
 }
 
-/// The ZeRO stage a --parallel value names: "zeroN" -> N, 0 for "none" and "dp".
-inline int zero_stage_of(const std::string& parallel) {
-  return parallel.size() == 5 && parallel.starts_with("zero") ? parallel[4] - '0' : 0;
+/// What a --parallel value names: "none" (one process), "dp" (data parallel), "zero1".."zero3" (ZeRO), "tpN" (tensor
+/// parallel groups of N ranks, the groups data parallel), "tpNxdp" (the same, said explicitly) or "tpNxzeroK"
+/// (ZeRO-K over the groups' replicas).
+struct parallel_layout {
+  int tensor = 0;  ///< ranks per tensor-parallel group (0: no tensor parallelism)
+  int stage = 0;   ///< ZeRO stage over the replicas
+};
+
+/// Parses a --parallel value; anything else is an error naming it.
+inline parallel_layout parallel_layout_of(const std::string& parallel) {
+  parallel_layout l;
+  std::string rest = parallel;
+  if (rest.starts_with("tp")) {
+    const auto x = rest.find('x');
+    const std::string n = rest.substr(2, x == std::string::npos ? std::string::npos : x - 2);
+    const bool digits = !n.empty() && n.size() <= 4 && n.find_first_not_of("0123456789") == std::string::npos;
+    l.tensor = digits ? std::stoi(n) : 0;
+    LOOM_CHECK(l.tensor >= 1, "--parallel " + parallel + ": tp must be followed by the ranks per tensor-parallel "
+                              "group (tp2, tp4, tp2xdp, tp2xzero1)");
+    rest = x == std::string::npos ? "dp" : rest.substr(x + 1);
+  }
+  if (rest == "none" || rest == "dp") {
+    LOOM_CHECK(rest == "dp" || l.tensor == 0, "--parallel " + parallel + ": tpN combines with dp or zero1-3");
+    return l;
+  }
+  LOOM_CHECK(rest.size() == 5 && rest.starts_with("zero") && rest[4] >= '1' && rest[4] <= '3',
+             "--parallel must be none, dp, zero1, zero2, zero3, tpN, tpNxdp or tpNxzeroK, got '" + parallel + "'");
+  l.stage = rest[4] - '0';
+  return l;
 }
+
+/// The ZeRO stage a --parallel value names: "zeroN" and "tpMxzeroN" -> N, 0 for "none", "dp" and "tpM".
+inline int zero_stage_of(const std::string& parallel) { return parallel_layout_of(parallel).stage; }
+/// The ranks per tensor-parallel group a --parallel value names (0 without "tpN").
+inline int tensor_size_of(const std::string& parallel) { return parallel_layout_of(parallel).tensor; }
 
 /// What --offload names, checked against --parallel: "none"; "optimizer" (ZeRO-Offload, any ZeRO stage);
 /// "params" (stage 3: the parameter shards too).
@@ -81,8 +112,10 @@ struct train_options {
   unsigned offload_threads = 0;  ///< CPU threads of an offloaded step per rank (0: the node's cores / its ranks)
   int world_size = 1;           ///< ranks of the run (set at start-up from the launcher, not a flag)
 
-  /// The ZeRO stage --parallel names (0 for none and dp).
+  /// The ZeRO stage --parallel names (0 for none, dp and tpN).
   int zero_stage() const { return zero_stage_of(parallel); }
+  /// The ranks per tensor-parallel group --parallel names (0 without tpN).
+  int tensor_size() const { return tensor_size_of(parallel); }
 
   /// Rows of one global micro-batch: every rank's `batch` together (what one process with --batch-size of this
   /// value computes per micro-batch).

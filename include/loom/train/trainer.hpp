@@ -287,7 +287,8 @@ class trainer {
   model_t& model() { return model_; }
   /// The data-parallel policy (inactive for one process).
   policy_t& dp() { return model_.parallel(); }
-  bool lead() { return dp().rank() == 0; }
+  /// World rank 0: it logs and writes the output folder.
+  bool lead() { return dp().world_rank() == 0; }
 
   /// Runs to the end (epochs, max steps or early stop); returns the last evaluation. Every rank of a data-parallel
   /// run calls it; rank 0 logs and writes the output folder.
@@ -444,7 +445,8 @@ class trainer {
       // The output folder gets the best adapter folded into the base weights: an ordinary HF checkpoint.
       bert::load_lora_adapter(model_, fs::path(o_.output) / "adapter");
       model_.merge_lora();
-      save_pretrained_into(model_, o_.output, parameters_f32(model_), run_.vocab, run_.tokenizer_config);
+      save_pretrained_into(model_, o_.output, {model_.params().params(), parameters_f32(model_)}, run_.vocab,
+                           run_.tokenizer_config);
     }
     if (dp().active()) dp().control().barrier();  // no rank reports success before rank 0 wrote the model
     return last;
@@ -516,6 +518,9 @@ class trainer {
     if constexpr (Precision::loss_scaling) return scaler_.state().skipped_steps;
     else return 0;
   }
+  /// Whether writing the model is collective: its values are gathered from ZeRO shards or tensor-parallel slices.
+  bool gathered() { return optimizer_->sharding().sharded() || dp().tensor_size() > 1; }
+
   /// Parameters as fp32 in the flat layout: the optimizer's master copy for mixed precision (gathered from every
   /// rank's shard under ZeRO: collective then), else the model's own.
   tensor<float, host> master_values() {
@@ -530,20 +535,20 @@ class trainer {
   /// Data parallel: the ranks agree (a rank whose loss overflowed stops them all, at the same point).
   void stop_if_diverged() {
     std::int64_t bad = watch_.first_bad_step().value_or(-1);
-    dp().reduce_on_host(&bad, 1, parallel::reduce_op::max);
+    dp().reduce_over_world(&bad, 1, parallel::reduce_op::max);
     if (bad >= 0) diverged("the loss or gradient norm of step " + std::to_string(bad) + " is not finite (inf or NaN)");
   }
 
   /// Collective: whether any rank got SIGTERM/SIGINT; every rank gets the same answer at the same step.
   bool preemption_requested() {
     std::int32_t flag = preemption_guard::requested() != 0 ? 1 : 0;
-    dp().reduce_on_host(&flag, 1, parallel::reduce_op::max);
+    dp().reduce_over_world(&flag, 1, parallel::reduce_op::max);
     return flag != 0;
   }
 
   /// Collective: refuses to go on when the ranks' parameters (`values`: master_values()) are no longer identical.
   void check_replicas(const tensor<float, host>& values, const std::string& what) {
-    parallel::check_replicas(dp().control(),
+    parallel::check_replicas(dp().replicas(),
                              parallel::fnv1a(values.data(), static_cast<std::size_t>(values.numel()) * sizeof(float)),
                              what);
   }
@@ -629,7 +634,8 @@ class trainer {
       // written by rank 0 (the fp32 values gathered from every rank's shard first under ZeRO).
       const bool whole_model = o_.lora_r == 0, sharded_params = dp().stage() >= 3;
       tensor<float, host> values;
-      if (whole_model && (lead() || optimizer_->sharding().sharded())) values = master_values();
+      nn::parameter_values weights;
+      if (whole_model && (lead() || gathered())) weights = dp().whole(model_.params(), master_values());
       // ZeRO-3 + LoRA: the adapter as the model holds it (the parameters' type, as save_lora_adapter reads it).
       if (!whole_model && sharded_params) values = dp().gather_state(dp().packed_params());
       if (!lead()) {
@@ -639,7 +645,7 @@ class trainer {
         bert::save_lora_adapter(model_, fs::path(o_.output) / "adapter", run_.weights.parent_path().string(),
                                 sharded_params ? &values : nullptr);
       } else {
-        save_pretrained_into(model_, o_.output, values, run_.vocab, run_.tokenizer_config);
+        save_pretrained_into(model_, o_.output, weights, run_.vocab, run_.tokenizer_config);
       }
     } else if (o_.early_stopping > 0 && ++evals_without_improvement_ >= o_.early_stopping) {
       if (lead())
@@ -655,11 +661,13 @@ class trainer {
   /// is replicated), rank 0 adds the model and trainer state and renames the folder into place. Every rank agrees on
   /// every failure, so a checkpoint is complete or absent on all of them and no rank runs ahead of one that failed.
   void save(double epoch_pos) {
-    const bool replicated = dp().size() > 1;
+    const bool replicated = dp().size() > 1, many = dp().world_size() > 1;
     const bool sharded = optimizer_->sharding().sharded();
-    // The parameters' host copy (gathered from the shards under ZeRO), made once for the replica check and the model.
+    // The parameters' host copy (gathered from the shards under ZeRO), made once for the replica check and the model
+    // (whole: the tensor-parallel slices gathered).
     const tensor<float, host> values = master_values();
     if (replicated) check_replicas(values, "parameters at step " + std::to_string(step_));
+    const nn::parameter_values weights = dp().whole(model_.params(), values);
     std::string failure;
     const auto attempt = [&](auto&& work) {
       if (failure.empty()) try {
@@ -667,27 +675,30 @@ class trainer {
         } catch (const std::exception& e) {
           failure = e.what();
         }
-      if (replicated) parallel::agree_on_error(dp().control(), failure);
+      if (many) parallel::agree_on_error(dp().control(), failure);
       else if (!failure.empty()) throw loom::error(failure);
     };
     fs::path tmp;
     attempt([&] {
       if (lead()) tmp = begin_checkpoint(o_.output, step_);
     });
-    if (replicated) tmp = parallel::all_gather_strings(dp().control(), tmp.string()).front();
-    const int shards = sharded ? dp().size() : 1;
+    if (many) tmp = parallel::all_gather_strings(dp().control(), tmp.string()).front();
+    // One shard per tensor-parallel slice of each replica that holds a part of the state (the first replica's
+    // alone when the state is replicated).
+    const int tp = dp().tensor_size(), shards = tp * (sharded ? dp().size() : 1);
     try {
       attempt([&] {
-        if (!sharded && !lead()) return;
+        if (!sharded && dp().rank() != 0) return;
         const tensor<float, host> m = optimizer_->exp_avg().to_host(), v = optimizer_->exp_avg_sq().to_host();
-        write_optimizer_shard(tmp / optimizer_shard_name(dp().rank(), shards), model_.params(),
-                              optimizer_->sharding().pieces, {{"exp_avg", &m}, {"exp_avg_sq", &v}});
+        write_optimizer_shard(tmp / optimizer_shard_name(dp().tensor_rank() + tp * (sharded ? dp().rank() : 0), shards),
+                              model_.params(), optimizer_->sharding().pieces, {{"exp_avg", &m}, {"exp_avg_sq", &v}},
+                              dp().tensor_rank(), tp);
       });
       attempt([&] {
         if (!lead()) return;
         std::vector<std::string> files;
         for (int r = 0; r < shards; ++r) files.push_back(optimizer_shard_name(r, shards));
-        commit_checkpoint(model_, o_.output, step_, tmp, values, run_.vocab, run_.tokenizer_config,
+        commit_checkpoint(model_, o_.output, step_, tmp, weights, run_.vocab, run_.tokenizer_config,
                           checkpoint_meta(epoch_pos, files), o_.save_total_limit);
       });
     } catch (...) {
@@ -727,18 +738,21 @@ class trainer {
     const auto place = [&](const optim::state_buffer<Device>& dst, const tensor<float, host>& flat) {
       dst.load(sharded ? dp().local_state(flat) : flat);
     };
-    place(optimizer_->exp_avg(), read_optimizer_state(st.optimizer_shards, model_.params(), "exp_avg"));
-    place(optimizer_->exp_avg_sq(), read_optimizer_state(st.optimizer_shards, model_.params(), "exp_avg_sq"));
+    const int tr = dp().tensor_rank(), tn = dp().tensor_size();
+    place(optimizer_->exp_avg(), read_optimizer_state(st.optimizer_shards, model_.params(), "exp_avg", tr, tn));
+    place(optimizer_->exp_avg_sq(),
+          read_optimizer_state(st.optimizer_shards, model_.params(), "exp_avg_sq", tr, tn));
     if (optimizer_->master().numel() > 0 || sharded_params) {
-      // The fp32 values in this run's flat layout.
+      // The fp32 values in this run's flat layout (this rank's tensor-parallel slices).
       tensor<float, host> master({model_.params().layout_size()});
       assign(master, 0.0);
       for (const auto& p : model_.params().params()) {
         const auto v = weights.to_f32(model_.has_classifier() ? hf_name(p.name) : p.name);
-        LOOM_CHECK(static_cast<index_t>(v.size()) == p.numel(),
+        LOOM_CHECK(static_cast<index_t>(v.size()) == nn::logical_extents(p, tn).numel(),
                    (dir / "model.safetensors").string() + ": tensor '" + p.name + "' has " + std::to_string(v.size()) +
-                       " values, the model " + std::to_string(p.numel()));
-        std::copy(v.begin(), v.end(), master.data() + p.offset);
+                       " values, the model " + std::to_string(nn::logical_extents(p, tn).numel()));
+        for (const nn::slice_run& r : nn::slice_runs(p, tr, tn))
+          std::copy_n(v.begin() + r.logical, r.count, master.data() + p.offset + r.local);
       }
       if (optimizer_->master().numel() > 0) place(optimizer_->master(), master);
       if (sharded_params) {

@@ -183,7 +183,7 @@ TEST_CASE("chunks split trainable ranges at decay boundaries and at the chunk si
   for (std::size_t i = 0; i < chunks.size(); ++i) {
     CHECK(chunks[i].begin == std::get<0>(expected[i]));
     CHECK(chunks[i].count == std::get<1>(expected[i]));
-    CHECK(chunks[i].decay == std::get<2>(expected[i]));
+    CHECK(chunks[i].flags == std::get<2>(expected[i]));
   }
   CHECK_THROWS_AS(optim::detail::make_chunks({{0, 10}, {5, 12}}, {}, 4), loom::invalid_argument);
   CHECK_THROWS_AS(optim::detail::make_chunks({{0, 10}}, {}, 0), loom::invalid_argument);

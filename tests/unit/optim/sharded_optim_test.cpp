@@ -43,7 +43,7 @@ TEST_CASE("make_sharded_chunks: chunks only inside the pieces, state placed by t
     INFO("chunk " << i);
     CHECK(chunks[i].begin == e[i].begin);
     CHECK(chunks[i].count == e[i].count);
-    CHECK(chunks[i].decay == e[i].decay);
+    CHECK(chunks[i].flags == e[i].decay);
     CHECK(chunks[i].state == e[i].state);
   }
 
@@ -57,7 +57,7 @@ TEST_CASE("make_sharded_chunks: chunks only inside the pieces, state placed by t
     INFO("chunk " << i);
     CHECK(split[i].begin == e2[i].begin);
     CHECK(split[i].count == e2[i].count);
-    CHECK(split[i].decay == e2[i].decay);
+    CHECK(split[i].flags == e2[i].decay);
     CHECK(split[i].state == e2[i].state);
   }
 

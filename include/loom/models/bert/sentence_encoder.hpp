@@ -38,6 +38,7 @@ class sentence_encoder {
   const config& cfg() const { return cfg_; }
   nn::param_store<T, Device>& params() { return params_; }
   const nn::param_store<T, Device>& params() const { return params_; }
+  parallel_type& parallel() { return group_; }
 
   /// Inference: the mean of each row's token states of the last layer (then unit length when normalising).
   void forward(const batch<Device>& b) {

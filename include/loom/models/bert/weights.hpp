@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../../io/safetensors.hpp"
+#include "../../nn/tensor_slices.hpp"
 #include "../../tensor/copy.hpp"
 #include "model.hpp"
 
@@ -57,16 +58,20 @@ inline std::string shape_of(const io::st_tensor& t) {
 /// Fills `values` (host, the model's flat layout) with transformers' initialisation for parameter `p`:
 /// Linear/embedding weights ~ N(0, initializer_range), biases 0, LayerNorm weight 1 and bias 0, the padding
 /// token's embedding row 0. Deterministic in (seed, `seed_offset`: the parameter's param_store::seed_offset).
+/// A tensor-parallel rank's slice (`tensor_rank` of `tensor_ranks`) draws what the whole parameter draws there.
 template <class T>
 void init_parameter(const tensor<T, host>& values, const nn::param_info& p, const config& cfg, std::uint64_t seed,
-                    index_t seed_offset) {
+                    index_t seed_offset, int tensor_rank = 0, int tensor_ranks = 1) {
   const tensor<T, host> v = values.slice(0, p.offset, p.offset + p.numel());
   if (p.name.ends_with("LayerNorm.weight")) {
     assign(v, 1.0);
   } else if (p.name.ends_with(".bias")) {
     assign(v, 0.0);
   } else {
-    assign(v, normal<T>(seed, static_cast<std::uint64_t>(seed_offset), 0.0, cfg.initializer_range));
+    for (const nn::slice_run& r : nn::slice_runs(p, tensor_rank, tensor_ranks))
+      assign(v.slice(0, r.local, r.local + r.count),
+             normal<T>(seed, static_cast<std::uint64_t>(seed_offset), 0.0, cfg.initializer_range)
+                 .from(static_cast<std::uint64_t>(r.logical)));
     if (p.name == "embeddings.word_embeddings.weight" && cfg.pad_token_id && *cfg.pad_token_id >= 0 &&
         *cfg.pad_token_id < cfg.vocab_size) {
       const index_t H = cfg.hidden_size;
@@ -80,7 +85,9 @@ template <class Model>
 void init_weights(Model& m, std::uint64_t seed) {
   using T = typename Model::T;
   tensor<T, host> staging(m.params().flat().extents());
-  for (const auto& p : m.params().params()) init_parameter(staging, p, m.cfg(), seed, m.params().seed_offset(p.name));
+  const int tr = m.parallel().tensor_rank(), tn = m.parallel().tensor_size();
+  for (const auto& p : m.params().params())
+    init_parameter(staging, p, m.cfg(), seed, m.params().seed_offset(p.name, tn), tr, tn);
   copy(m.params().flat(), staging);
 }
 
@@ -99,24 +106,27 @@ load_report load_safetensors(Model& m, const std::filesystem::path& path, std::u
   tensor<T, host> staging(m.params().flat().extents());
   assign(staging, 0.0);
   std::vector<std::string> used;
+  // A tensor-parallel rank keeps its slice of each split tensor; the file holds the whole one.
+  const int tr = m.parallel().tensor_rank(), tn = m.parallel().tensor_size();
   for (const nn::param_info& p : m.params().params()) {
+    const shape whole = nn::logical_extents(p, tn);
     const io::st_tensor* t = detail::find_checkpoint_tensor(v, p.name);
     if (!t) {
       LOOM_CHECK(p.name.starts_with("classifier.") || p.name.starts_with("pooler."),
                  path.string() + ": tensor '" + p.name + "' (or 'bert." + p.name + "') is missing");
-      init_parameter(staging, p, m.cfg(), init_seed, m.params().seed_offset(p.name));
+      init_parameter(staging, p, m.cfg(), init_seed, m.params().seed_offset(p.name, tn), tr, tn);
       report.initialized.push_back(p.name);
       continue;
     }
-    bool same = static_cast<int>(t->shape.size()) == p.extents.rank();
-    for (int d = 0; same && d < p.extents.rank(); ++d) same = static_cast<index_t>(t->shape[d]) == p.extents[d];
+    bool same = static_cast<int>(t->shape.size()) == whole.rank();
+    for (int d = 0; same && d < whole.rank(); ++d) same = static_cast<index_t>(t->shape[d]) == whole[d];
     if (!same && reinit_mismatched_head && p.name.starts_with("classifier.")) {
-      init_parameter(staging, p, m.cfg(), init_seed, m.params().seed_offset(p.name));
+      init_parameter(staging, p, m.cfg(), init_seed, m.params().seed_offset(p.name, tn), tr, tn);
       report.initialized.push_back(p.name);
       continue;
     }
     LOOM_CHECK(same, path.string() + ": tensor '" + t->name + "' has shape " + detail::shape_of(*t) +
-                         " but config.json implies " + p.extents.str() +
+                         " but config.json implies " + whole.str() +
                          " (check hidden_size, intermediate_size, vocab_size, num_labels)");
     LOOM_CHECK(t->dtype == io::st_dtype::f32 || t->dtype == io::st_dtype::f16 || t->dtype == io::st_dtype::bf16 ||
                    t->dtype == io::st_dtype::f64,
@@ -124,13 +134,16 @@ load_report load_safetensors(Model& m, const std::filesystem::path& path, std::u
                    "; BERT weights must be F32, F16, BF16 or F64");
     const std::vector<float> values = v.to_f32(t->name);
     T* dst = staging.data() + p.offset;
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      dst[i] = convert<T>(values[i]);
-      // Checked here, once per load, because a NaN or inf weight turns every output into NaN without an error.
-      if (!std::isfinite(convert<float>(dst[i])))
-        throw invalid_argument(path.string() + ": tensor '" + t->name + "' has non-finite values (" +
-                               detail::non_finite_what(values[i], Model::precision_type::name) + " at element " + std::to_string(i) + ")");
-    }
+    for (const nn::slice_run& r : nn::slice_runs(p, tr, tn))
+      for (index_t k = 0; k < r.count; ++k) {
+        const std::size_t i = static_cast<std::size_t>(r.logical + k);
+        dst[r.local + k] = convert<T>(values[i]);
+        // Checked here, once per load, because a NaN or inf weight turns every output into NaN without an error.
+        if (!std::isfinite(convert<float>(dst[r.local + k])))
+          throw invalid_argument(path.string() + ": tensor '" + t->name + "' has non-finite values (" +
+                                 detail::non_finite_what(values[i], Model::precision_type::name) + " at element " +
+                                 std::to_string(i) + ")");
+      }
     used.push_back(t->name);
   }
   std::sort(used.begin(), used.end());

@@ -42,6 +42,10 @@ __global__ void __launch_bounds__(flat_threads) flat_sum_squares_kernel(const G*
   constexpr int V = 16 / sizeof(G);
   double sum = 0;
   chunk c = chunks[blockIdx.x];
+  if (!in_norm(c)) {  // another rank counts it
+    if (threadIdx.x == 0) partials[blockIdx.x] = 0;
+    return;
+  }
   if (at_state) c.begin = c.state;  // packed shards are aligned: the vector loads stay aligned
   for_chunk<V>(
       c,
@@ -103,7 +107,7 @@ __global__ void __launch_bounds__(flat_threads) flat_step_kernel(Rule rule, flat
   const step_scalars s = *scalars;
   if (s.skip) return;
   const chunk c = chunks[blockIdx.x];
-  const bool decay = c.decay != 0;
+  const bool decay = decays(c);
   // State index = parameter index + shift (0 unless the state is sharded; then a multiple of 4: shards are aligned).
   const index_t shift = c.state - c.begin;
   constexpr int V = 4;

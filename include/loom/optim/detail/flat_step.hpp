@@ -35,10 +35,24 @@ namespace detail {
 struct chunk {
   std::int64_t begin;
   std::int32_t count;
-  std::int32_t decay;
+  std::int32_t flags;  ///< chunk_decays, chunk_outside_norm
   std::int64_t state;
 };
 static_assert(sizeof(chunk) == 24);
+/// The chunk's parameters are weight-decayed.
+inline constexpr std::int32_t chunk_decays = 1;
+/// The chunk's gradients are not counted in the gradient norm here: another rank counts them (tensor parallelism's
+/// replicated parameters, the same on every rank of the group, are counted by its rank 0).
+inline constexpr std::int32_t chunk_outside_norm = 2;
+LOOM_HOST_DEVICE inline bool decays(const chunk& c) { return (c.flags & chunk_decays) != 0; }
+LOOM_HOST_DEVICE inline bool in_norm(const chunk& c) { return (c.flags & chunk_outside_norm) == 0; }
+
+/// Flags the chunks inside `ranges` (whole parameters: a chunk never crosses one) as outside the norm.
+inline void exclude_from_norm(std::vector<chunk>& chunks, const std::vector<flat_range>& ranges) {
+  for (chunk& c : chunks)
+    for (const flat_range& r : ranges)
+      if (c.begin >= r.begin && c.begin < r.end) c.flags |= chunk_outside_norm;
+}
 
 /// Elements [begin, end) of the parameter buffer whose optimizer state lies at [state, state + end - begin) of the
 /// state buffers: the part of the parameters one rank updates when the state is sharded.
@@ -78,7 +92,7 @@ inline std::vector<chunk> make_chunks(std::vector<flat_range> trainable, std::ve
       const index_t change = d == merged.size() ? r.end : decayed ? merged[d].end : merged[d].begin;
       const index_t stop = std::min(change, r.end);
       for (index_t b = i; b < stop; b += max_chunk)
-        out.push_back({b, static_cast<std::int32_t>(std::min(max_chunk, stop - b)), decayed ? 1 : 0, b});
+        out.push_back({b, static_cast<std::int32_t>(std::min(max_chunk, stop - b)), decayed ? chunk_decays : 0, b});
       i = stop;
     }
   }
@@ -261,6 +275,7 @@ template <class G>
 double host_sum_squares(const G* grad, const std::vector<chunk>& chunks, bool at_state = false) {
   double sum = 0;
   for (const chunk& c : chunks) {
+    if (!in_norm(c)) continue;
     const index_t first = at_state ? c.state : c.begin;
     for (index_t i = first; i < first + c.count; ++i) {
       const double g = convert<float>(grad[i]);
@@ -277,7 +292,7 @@ void host_flat_step(const Rule& rule, const flat_buffers<P, G, NS>& b, const std
   if (s.skip) return;
   for (const chunk& c : chunks)
     for (index_t i = c.begin; i < c.begin + c.count; ++i)
-      step_element(rule, b, i, c.state + (i - c.begin), s, c.decay != 0);
+      step_element(rule, b, i, c.state + (i - c.begin), s, decays(c));
 }
 
 }  // namespace detail

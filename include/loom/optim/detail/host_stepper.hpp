@@ -59,7 +59,7 @@ void host_packed_loop(const Rule& rule, const flat_buffers<P, G, NS>& b, index_t
 
 template <class Rule, class P, class G, int NS>
 void host_packed_chunk(const Rule& rule, const flat_buffers<P, G, NS>& b, const chunk& c, const step_scalars& s) {
-  if (c.decay) host_packed_loop<true>(rule, b, c.state, c.count, s);
+  if (decays(c)) host_packed_loop<true>(rule, b, c.state, c.count, s);
   else host_packed_loop<false>(rule, b, c.state, c.count, s);
 }
 
