@@ -84,6 +84,8 @@ inline void run_bench(const bench_options& o) {
       }
     return;
   }
+  // Inference over a tensor-parallel group: every rank runs each batch split over the group, rank 0 reports.
+  src.tensor = loom::train::tensor_size_of(o.parallel);
   auto r = make_runner(src, o.device, o.precision);
   const std::string name = !o.model_dir.empty() ? o.model_dir : !o.config_file.empty() ? o.config_file : o.size;
   for (std::int64_t B : o.batches) {
@@ -101,13 +103,14 @@ inline void run_bench(const bench_options& o) {
       b.lengths.assign(static_cast<std::size_t>(B), static_cast<std::int32_t>(S));
       const bool graph = o.device == "cuda" && !o.no_graph;
       const double ms = r->bench(b, o.iters, graph);
+      if (!r->lead()) continue;
       const double tflops = loom::bert::forward_flops(r->cfg(), S) * B / (ms * 1e-3) / 1e12;
       const auto mem = loom::get_memory_stats(o.device == "cuda" ? 0 : -1);
       std::printf("{\"kind\": \"infer\", \"impl\": \"loom\", \"model\": \"%s\", \"batch\": %lld, \"seq\": %lld, "
-                  "\"dtype\": \"%s\", \"device\": \"%s\", \"graph\": %s, \"latency_ms\": %.4f, \"seq_per_s\": %.1f, "
-                  "\"tflops\": %.1f, \"peak_gib\": %.3f}\n",
+                  "\"dtype\": \"%s\", \"device\": \"%s\", \"graph\": %s, \"parallel\": \"%s\", \"latency_ms\": %.4f, "
+                  "\"seq_per_s\": %.1f, \"tflops\": %.1f, \"peak_gib\": %.3f}\n",
                   name.c_str(), static_cast<long long>(B), static_cast<long long>(S), o.precision.c_str(),
-                  o.device.c_str(), graph ? "true" : "false", ms, B / (ms * 1e-3), tflops,
+                  o.device.c_str(), graph ? "true" : "false", o.parallel.c_str(), ms, B / (ms * 1e-3), tflops,
                   static_cast<double>(mem.peak_bytes) / (1ull << 30));
       flush_stdout();  // one line per shape, as it is measured; stop at the first lost one
     }
@@ -154,7 +157,10 @@ inline void register_bench(CLI::App& app) {
                   "with --parallel dp: auto (16-bit gradients summed in fp32 on >= 2 ranks), fp32 (always) or grad")
       ->capture_default_str()->check(CLI::IsMember({"auto", "fp32", "grad"}));
   sub->callback([o] {
-    LOOM_CHECK(o->parallel == "none" || o->train, "--parallel " + o->parallel + " times training steps: add --train");
+    const auto layout = loom::train::parallel_layout_of(o->parallel);
+    LOOM_CHECK(o->parallel == "none" || o->train || (layout.tensor > 0 && layout.stage == 0 &&
+                                                     o->parallel.find('x') == std::string::npos),
+               "--parallel " + o->parallel + " times training steps: add --train (inference takes tpN alone)");
     loom::train::offload_of(o->parallel, o->offload);  // refuses what cannot be offloaded, before any work
     run_bench(*o);
   });

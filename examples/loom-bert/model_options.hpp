@@ -25,7 +25,9 @@ struct model_options {
   std::size_t batch = 32, max_seq_len = 0;
   bool no_truncate = false;
   std::string device = "cpu", precision = "fp32";
-  std::string parallel = "none";  ///< "dp": the batches dealt out to the ranks of mpirun; rank 0 writes the output
+  /// "dp": the batches dealt out to the ranks of mpirun; "tpN": to groups of N ranks, each batch split over its
+  /// group (tensor parallel); rank 0 writes the output
+  std::string parallel = "none";
   double comm_timeout_s = 60;     ///< with dp: seconds a collective may wait for the other ranks
 
   void add_to(CLI::App* sub) {
@@ -45,8 +47,20 @@ struct model_options {
         ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
     sub->add_option("--parallel", parallel,
                     "none, or dp: split the rows over the ranks of mpirun (one per GPU with --device cuda); "
-                    "rank 0 writes the output, byte-identical to one process's")
-        ->capture_default_str()->check(CLI::IsMember({"none", "dp"}));
+                    "rank 0 writes the output, byte-identical to one process's; or tpN: the model split over groups "
+                    "of N ranks (tensor parallel), the rows over the groups")
+        ->capture_default_str()
+        ->check(CLI::Validator(
+            [](std::string& v) -> std::string {
+              if (v == "none" || v == "dp") return {};
+              try {
+                const auto l = loom::train::parallel_layout_of(v);
+                if (l.tensor > 0 && l.stage == 0 && v.find('x') == std::string::npos) return {};
+              } catch (const std::exception&) {
+              }
+              return "must be none, dp or tpN (N ranks per tensor-parallel group), got '" + v + "'";
+            },
+            "none|dp|tpN"));
     sub->add_option("--comm-timeout", comm_timeout_s,
                     "with --parallel dp: seconds a collective may wait for the other ranks before all stop")
         ->capture_default_str()->check(sign_check(true));
@@ -67,7 +81,8 @@ struct model_options {
             {"--max-seq-len", std::to_string(max_seq_len)},
             {"--no-truncate", no_truncate ? "true" : "false"},
             {"--device", device},
-            {"--precision", precision}};
+            {"--precision", precision},
+            {"--parallel", parallel}};
   }
 
   std::filesystem::path dir() const {
@@ -79,7 +94,10 @@ struct model_options {
   }
 
   model_source source(bool classifier) const {
-    return {loom::io::bert_config::load(dir() / "config.json"), dir() / "model.safetensors", classifier};
+    model_source s{loom::io::bert_config::load(dir() / "config.json"), dir() / "model.safetensors", classifier};
+    s.tensor = loom::train::tensor_size_of(parallel);
+    s.comm_timeout_s = comm_timeout_s;
+    return s;
   }
 
   loom::io::wordpiece_tokenizer tokenizer() const {

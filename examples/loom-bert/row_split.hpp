@@ -5,6 +5,7 @@
 // result and writes the output exactly as one process would.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include <loom/io/wordpiece.hpp>
+#include <loom/parallel/agreed_error.hpp>
 #include <loom/parallel/agreement.hpp>
 #include <loom/train/run_fingerprint.hpp>
 
@@ -43,10 +45,15 @@ class row_split {
   /// With --parallel dp: joins the world (initialising MPI), compares the ranks' flags (`flags`), and with --device
   /// cuda gives each rank the GPU of its node-local rank, before any runner exists. Without it: nothing.
   row_split(const model_options& o, const loom::parallel::fingerprint& flags) {
-    if (o.parallel != "dp") return;
+    if (o.parallel == "none") return;
     auto& w = loom::parallel::world();
     comm_ = std::make_unique<loom::parallel::mpi_communicator>(w.comm(), comm_options_for(o.comm_timeout_s));
     comm_->set_context("start-up");
+    group_ = std::max(1, loom::train::tensor_size_of(o.parallel));
+    // Every rank finds it alike, before any collective: one agreed error, reported once.
+    if (comm_->size() % group_ != 0)
+      throw loom::parallel::agreed_error("--parallel " + o.parallel + ": " + std::to_string(comm_->size()) +
+                                         " rank(s) do not form tensor-parallel groups of " + std::to_string(group_));
     // First, so that every later collective is called alike on every rank (--device decides whether the GPU
     // selection below runs its collectives).
     loom::parallel::check_same_start(*comm_, flags);
@@ -125,7 +132,10 @@ class row_split {
       for (const auto& idx : batches) place(idx, run_batch(idx), results);
       return results;
     }
-    const std::size_t n = static_cast<std::size_t>(size()), me = static_cast<std::size_t>(rank());
+    // Batches go to the groups of tensor parallelism (every rank alone under dp); the ranks of a group run the same
+    // batch together, and its first rank's results are the group's.
+    const std::size_t g = static_cast<std::size_t>(group_);
+    const std::size_t n = static_cast<std::size_t>(size()) / g, me = static_cast<std::size_t>(rank()) / g;
     const std::size_t rounds = (batches.size() + n - 1) / n;
     for (std::size_t round = 0; round < rounds; ++round) {
       // "R" and each row's result with its length, or "E" and the error that stopped this rank's batch.
@@ -145,12 +155,12 @@ class row_split {
       }
       comm_->set_context("batch round " + std::to_string(round + 1) + " of " + std::to_string(rounds));
       const auto all = loom::parallel::all_gather_strings(*comm_, packed);
-      for (std::size_t r = 0; r < n; ++r)
+      for (std::size_t r = 0; r < all.size(); ++r)
         if (all[r].starts_with("E")) throw loom::parallel::agreed_error("rank " + std::to_string(r) + ": " +
                                                                         all[r].substr(1));
       if (!lead()) continue;
-      for (std::size_t r = 0; r < n && round * n + r < batches.size(); ++r) unpack(batches[round * n + r], all[r],
-                                                                                   results);
+      for (std::size_t r = 0; r < n && round * n + r < batches.size(); ++r)
+        unpack(batches[round * n + r], all[r * g], results);
     }
     if (!lead()) results.clear();
     return results;
@@ -158,6 +168,7 @@ class row_split {
 
  private:
   std::unique_ptr<loom::parallel::mpi_communicator> comm_;
+  int group_ = 1;  // ranks per tensor-parallel group (1: data parallel)
 
   static void check_count(const std::vector<std::size_t>& idx, const std::vector<std::string>& out) {
     LOOM_CHECK(out.size() == idx.size(), "row_split: a batch of " + std::to_string(idx.size()) + " rows gave " +

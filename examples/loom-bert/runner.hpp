@@ -15,7 +15,7 @@
 
 namespace loom_bert {
 
-/// The parallel policy of every model loom-bert builds (runners, training, benchmarks): one process, one device.
+/// The parallel policy `info` reports for one process.
 using parallel_policy = loom::parallel::single;
 
 /// A right-padded batch of token ids on the host (row-major [rows, seq]).
@@ -37,6 +37,8 @@ class runner {
   /// Times `iters` forward passes of `b` after warm-up; with `graph` (CUDA) the pass is captured once in a CUDA
   /// graph and replayed. Returns milliseconds per forward (median of 5 timed rounds).
   virtual double bench(const token_batch& b, int iters, bool graph) = 0;
+  /// Whether this process reports: world rank 0 of a tensor-parallel run, or the process alone.
+  virtual bool lead() const = 0;
   /// Checkpoint tensors the model did not find and initialised, and tensors it did not use.
   std::vector<std::string> initialized, unused;
 };
@@ -46,6 +48,9 @@ struct model_source {
   loom::io::bert_config config;
   std::filesystem::path weights;  ///< a model.safetensors, or empty
   bool classifier = true;         ///< build the sequence-classification head (predict) or not (embed)
+  /// Tensor parallelism: every rank of the MPI world runs the model split over groups of `tensor` ranks (0: none).
+  int tensor = 0;
+  double comm_timeout_s = 60;  ///< with `tensor`: how long a collective may wait for the group
 };
 
 /// device: "cpu" | "cuda"; precision: "fp32" | "bf16" | "fp16".

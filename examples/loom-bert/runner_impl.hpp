@@ -12,6 +12,7 @@
 #include <loom/nn/mean_pooling.hpp>
 #include <loom/models/bert/weights.hpp>
 
+#include "distributed.hpp"
 #include "runner.hpp"
 
 namespace loom_bert {
@@ -19,10 +20,12 @@ namespace loom_bert {
 template <class Precision, class Device>
 class runner_impl final : public runner {
  public:
-  using model_t = loom::bert::model<Precision, parallel_policy, Device>;
+  // Inactive (one process) unless the source asks for tensor parallelism: the layers then split over its groups.
+  using policy_t = loom::parallel::data_parallel<typename Precision::param_t, Device>;
+  using model_t = loom::bert::model<Precision, policy_t, Device>;
   using T = typename model_t::T;
 
-  explicit runner_impl(const model_source& src) : model_(src.config, src.classifier) {
+  explicit runner_impl(const model_source& src) : model_(src.config, src.classifier, policy_for(src)) {
     if (src.weights.empty()) {
       loom::bert::init_weights(model_, /*seed=*/1);
       return;
@@ -33,6 +36,7 @@ class runner_impl final : public runner {
   }
 
   const loom::io::bert_config& cfg() const override { return model_.cfg(); }
+  bool lead() const override { return model_.parallel().world_rank() == 0; }
 
   std::vector<float> classify(const token_batch& b) override {
     model_.forward(upload(b));
@@ -63,6 +67,10 @@ class runner_impl final : public runner {
       }
     } else {
 #if LOOM_CUDA_COMPILER
+      // The shape's buffers first, on the default stream: a buffer is freed on the stream it was allocated on, and
+      // the stream below ends with this call while the model keeps its buffers for the next shape.
+      model_.forward(b);
+      LOOM_CUDA_CHECK(cudaStreamSynchronize(loom::current_stream()));
       // Our own stream: capture cannot use the legacy or per-thread default stream.
       loom::cuda_stream stream;
       loom::stream_guard guard(stream);
@@ -103,6 +111,12 @@ class runner_impl final : public runner {
   }
 
  private:
+  static policy_t policy_for(const model_source& src) {
+    if (src.tensor == 0) return {};
+    return make_data_parallel<policy_t, Device>(25, src.comm_timeout_s, "auto", 0, loom::parallel::offload::none, 0,
+                                                src.tensor);
+  }
+
   loom::bert::batch<Device> upload(const token_batch& b) {
     using loom::tensor;
     auto host_tensor = [](const std::vector<std::int32_t>& v, loom::shape s) {

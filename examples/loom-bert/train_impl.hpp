@@ -61,7 +61,7 @@ void run_training(loom::train::train_options o) {
                                                   : dp.stage() == 3 ? "ZeRO stage 3 (optimizer state, gradients and "
                                                                       "parameters sharded)"
                                                                     : "data parallel") +
-                                (dp.tensor_parallel() ? ", tensor parallel in groups of " +
+                                (dp.has_tensor_group() ? ", tensor parallel in groups of " +
                                                             std::to_string(dp.tensor_size()) + " ranks"
                                                       : std::string()) +
                                 (o.offload == "none"     ? ""
@@ -141,7 +141,9 @@ void run_train_bench(const train_bench_options& o) {
   for (int i = 0; i < o.steps; ++i) one_step();
   sync();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.steps;
-  const double tflops = loom::bert::training_flops(o.config, o.seq) * static_cast<double>(o.batch) / secs / 1e12;
+  // Per GPU: a tensor-parallel group computes one replica's step together.
+  const double tflops = loom::bert::training_flops(o.config, o.seq) * static_cast<double>(o.batch) / secs / 1e12 /
+                        m.parallel().tensor_size();
   const double peak_gib = static_cast<double>(loom::get_memory_stats(dev).peak_bytes) / (1ull << 30);
   const float loss = loom::to<loom::host>(m.loss())();
   // The optimizer step alone (on the GPU, or on the CPU when offloaded): its throughput in parameters/s.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Data parallelism and ZeRO on 2 and 4 GPUs, in one device call (docs/distributed.md):
+# Data parallelism, ZeRO and tensor parallelism on 2 and 4 GPUs, in one device call (docs/distributed.md):
 #   bash .devrun/run.sh bash scripts/bench/multi_gpu.sh            (on nvidia-h200-x2 or nvidia-h200-x4)
 # (a) Equivalence: the same short fp32 fine-tune (tiny_a fixture, or MODEL=folder, e.g. MiniLM; 20 steps, dropout on,
 #     global batch 16) on 1 GPU without --parallel and under `mpirun -np N ... --parallel MODE --device cuda` with
@@ -10,7 +10,11 @@
 #     (tests/cli/dp_cases.sh), on a GPU cuBLAS may pick other GEMM algorithms (another summation order) for the smaller
 #     per-rank batches, and 20 AdamW steps carry those last-digit differences on. The worst difference is printed either
 #     way. The attention key biases are held to the run's summed learning rates instead (compare_safetensors.py --noise
-#     explains why).
+#     explains why). Then each MODE of TP_MODES (tensor parallel: tp2 tp2xdp tp2xzero1) on the rank counts it divides
+#     (tpN needs a multiple of N ranks; the others are named and skipped), with --batch-size 16/replicas (replicas:
+#     ranks / N; tp2xdp on 2 ranks is tp2, one replica): trained from scratch (--config, tiny_a's config.json with
+#     intermediate_size 64, since 37 features do not split over 2 ranks; tiny_a's vocab.txt, whatever MODEL is),
+#     against one process of that config, as tests/cli/dp_cases.sh tp does on the host.
 # (b) Scaling: `loom-bert bench --train --parallel dp --device cuda --precision bf16 --batch 64 --seq 128` (BERT-base,
 #     random weights; --batch is per rank) under mpirun -np 1, 2, 4, beside PyTorch DDP (hf_bert_ddp.py, bf16
 #     autocast, the same per-GPU batch) under torch.distributed.run with the same GPU counts: one table of seq/s per
@@ -28,7 +32,18 @@
 #     run; ">=B": every batch tried ran, or the time limit came first). One table per size. Every run is cut at 300 s,
 #     and none is started past TIME_LIMIT seconds after the script's start (default 560: the device tool's 10-minute
 #     call, with (a) and (b) in it); what that leaves out is named, shown as "-", and the tables are still printed. For
-#     complete fits run (c) in a call of its own (SKIP_EQUIV=1 SKIP_SCALING=1).
+#     complete fits run (c) in a call of its own (SKIP_EQUIV=1 SKIP_SCALING=1 SKIP_TP=1).
+# (d) Tensor parallel: for each size of SIZES (large first), rank count and MODE of TP_BENCH_MODES (dp tp2 tp4 tp2xdp;
+#     a tpN mode runs on the rank counts that are multiples of N, the others are named and skipped), `loom-bert bench
+#     --train --parallel MODE --size SIZE --batch B --seq 128 --precision bf16 --max-grad-norm 1` under mpirun, ITERS
+#     timed steps, at one global batch per rank count: ZERO_BATCH x ranks, i.e. dp's (and (c)'s) ZERO_BATCH per rank;
+#     B is per replica (tpN: ranks / N replicas, B = ZERO_BATCH x N). One table: replicas, the batches, step ms (the
+#     slowest rank), seq/s (global batch / that step: every rank of a group reports its replica's figures, so the
+#     ranks' sum would count each N times), seq/s over dp's at the same rank count, peak GiB per rank (the largest).
+#     dp at ZERO_BATCH is (c)'s timed run: taken from it when (c) ran in the same call. No `info` plan (it takes no tp
+#     modes) and no PyTorch beside it: there is no PyTorch tensor-parallel baseline in ../shared/bench (hf_bert_ddp.py
+#     runs DDP and FSDP2 only). Cut by TIME_LIMIT like (c): after (c)'s fits there is little time left, so run (d) in
+#     a call of its own for complete figures (SKIP_EQUIV=1 SKIP_SCALING=1 SKIP_ZERO=1).
 # A mode X+Y (zero1+optimizer, zero2+optimizer, zero3+optimizer, zero3+params) runs ZeRO stage X with ZeRO-Offload Y:
 # `--parallel X --offload Y` for train, bench --train and info alike (mode_flags); in file names it is X-Y.
 # Rank counts beyond the GPUs of the machine (nvidia-smi -L) are skipped with a message. JSON lines and logs go to
@@ -37,7 +52,9 @@
 # MODEL (default tests/fixtures/bert/tiny_a), RTOL (1e-4), COUNTS ("1 2 4"), ITERS (timed steps, 30), MODES ("dp zero1
 # zero2 zero3"), OFFLOAD_MODES (run after MODES in (a) and (c): "zero2+optimizer zero3+params"; "" none), SIZES ("base
 # large"), ZERO_BATCH (32), FIT_BATCHES ("64 128 256 512 1024"), FIT_COUNTS (the largest count run; "" skips the fits),
-# TIME_LIMIT (560; 0: none), SKIP_EQUIV=1, SKIP_SCALING=1, SKIP_ZERO=1.
+# TP_MODES ((a)'s tensor-parallel modes: "tp2 tp2xdp tp2xzero1"; "" none), TP_BENCH_MODES ((d): "dp tp2 tp4 tp2xdp"),
+# TIME_LIMIT (560; 0: none), SKIP_EQUIV=1, SKIP_SCALING=1, SKIP_ZERO=1, SKIP_TP=1. MODES and OFFLOAD_MODES take dp and
+# ZeRO modes; tensor-parallel ones go in TP_MODES and TP_BENCH_MODES.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 LOOM_BERT=${LOOM_BERT:-$ROOT/.devrun/bin/loom-bert}
@@ -51,6 +68,8 @@ MODES=${MODES:-dp zero1 zero2 zero3}
 OFFLOAD_MODES=${OFFLOAD_MODES-zero2+optimizer zero3+params}
 # (a) and (c) run the stages, then their ZeRO-Offload variants.
 ALL_MODES="$MODES${OFFLOAD_MODES:+ $OFFLOAD_MODES}"
+TP_MODES=${TP_MODES-tp2 tp2xdp tp2xzero1}
+TP_BENCH_MODES=${TP_BENCH_MODES:-dp tp2 tp4 tp2xdp}
 SIZES=${SIZES:-base large}
 ZERO_BATCH=${ZERO_BATCH:-32}
 FIT_BATCHES=${FIT_BATCHES:-64 128 256 512 1024}
@@ -82,6 +101,15 @@ mode_flags() {
   esac
 }
 
+# tp_size MODE: the ranks per tensor-parallel group a mode token names (tpN, tpNxdp, tpNxzeroK, with or without +Y: N),
+# 1 for the others (dp, zeroK: every rank a replica; a malformed tpN too: loom-bert names what is wrong with it).
+tp_size() {
+  local m=${1%%+*}
+  m=${m#tp}
+  m=${m%%x*}
+  if [[ $1 == tp* && $m =~ ^[1-9][0-9]*$ ]]; then echo "$m"; else echo 1; fi
+}
+
 # counts_within: the rank counts of COUNTS this machine has GPUs for; the others are named and skipped.
 counts_within() {
   local n
@@ -99,47 +127,98 @@ FIT_COUNTS=${FIT_COUNTS-$(printf '%s\n' "${RUN_COUNTS[@]}" | sort -n | tail -n 1
 
 status=0
 
+# eq_run REF MODE N MODEL ARGS...: MODE's run on N ranks (ARGS: train's flags but --batch-size, --parallel and
+# --output), the global batch (equivalence's) dealt over its replicas (N / tp_size MODE), its final parameters compared
+# with the one-process run in $W/REF: one line and one JSON row (MODEL: what trained, for the row). Reads equivalence's
+# locals global, steps and lr.
+eq_run() {
+  local ref=$1 mode=$2 n=$3 model=$4 tensor replicas
+  shift 4
+  tensor=$(tp_size "$mode")
+  replicas=$((n / tensor))
+  mode_flags "$mode"
+  local run=eq.$MODE_TAG.$n
+  if ! "${MPIRUN[@]}" -np "$n" "$LOOM_BERT" "$@" --batch-size $((global / replicas)) "${MODE_FLAGS[@]}" \
+    --output "$W/$run" >"$W/$run.log" 2>&1; then
+    echo "multi_gpu: the $mode run on $n ranks failed: $(grep -m1 'error' "$W/$run.log" || tail -n 3 "$W/$run.log")"
+    status=1
+    return
+  fi
+  local verdict=pass report
+  # The attention key biases are held to the run's summed learning rates (steps x lr) instead, as in
+  # tests/cli/dp_cases.sh: their gradient is 0 in exact arithmetic, so Adam turns rounding noise into lr-sized
+  # steps.
+  report=$(python3 "$ROOT/scripts/compare_safetensors.py" "$W/$ref/checkpoint-$steps/model.safetensors" \
+    "$W/$run/checkpoint-$steps/model.safetensors" --rtol "$RTOL" --noise 'attention\.self\.key\.bias' \
+    --noise-atol "$(python3 -c "print($steps * $lr)")") || verdict=fail
+  [ $verdict = pass ] || status=1
+  echo "$mode, $n ranks vs 1 GPU: $verdict; $report"
+  local worst
+  worst=$(sed -n 's/.*worst relative difference \([^ ]*\) .*/\1/p' <<<"$report" | head -n 1)
+  {
+    printf '{"kind": "equivalence", "mode": "%s", "ranks": %d, "tensor": %d, "replicas": %d, "model": "%s", ' \
+      "$mode" "$n" "$tensor" "$replicas" "$model"
+    printf '"global_batch": %d, "batch_per_replica": %d, "steps": %d, ' $global $((global / replicas)) $steps
+    printf '"precision": "fp32", "rtol": %s, "worst_rel": %s, "pass": %s}\n' "$RTOL" "${worst:-null}" \
+      "$([ $verdict = pass ] && echo true || echo false)"
+  } >>"$JSONL"
+}
+
 equivalence() {
-  local global=16 steps=20 lr=3e-4 n mode
+  local global=16 steps=20 lr=3e-4 n mode tensor
   head -n 401 "$ROOT/data/sst2-sample/train.tsv" >"$W/train.tsv"
   head -n 65 "$ROOT/data/sst2-sample/dev.tsv" >"$W/dev.tsv"
-  local common=(train --model "$MODEL" --train "$W/train.tsv" --dev "$W/dev.tsv" --text-column sentence
+  local data=(--train "$W/train.tsv" --dev "$W/dev.tsv" --text-column sentence
     --max-seq-len 64 --log-every 5 --lr "$lr" --warmup-ratio 0.1 --device cuda --precision fp32
     --save-total-limit 0 --max-steps "$steps" --eval-every "$steps")
+  local common=(train --model "$MODEL" "${data[@]}")
   echo "== (a) equivalence: fp32, $steps steps, global batch $global, dropout as in $MODEL/config.json," \
-    "modes $ALL_MODES =="
+    "modes $ALL_MODES${TP_MODES:+; tensor parallel $TP_MODES (from scratch: tiny_a, intermediate_size 64)} =="
   if ! CUDA_VISIBLE_DEVICES=0 "$LOOM_BERT" "${common[@]}" --batch-size $global --output "$W/eq1" \
     >"$W/eq1.log" 2>&1; then
     echo "multi_gpu: the 1-GPU run failed: $(tail -n 3 "$W/eq1.log")"
     status=1
+  else
+    for mode in $ALL_MODES; do
+      for n in "${RUN_COUNTS[@]}"; do
+        [ "$n" -gt 1 ] || continue
+        eq_run eq1 "$mode" "$n" "$MODEL" "${common[@]}"
+      done
+    done
+  fi
+  [ -n "$TP_MODES" ] || return 0
+  # Tensor parallelism splits the intermediate features over the group: tiny_a's 37 do not divide, so the tp modes
+  # train tiny_a's architecture with 64 from scratch (as dp_cases.sh tp), against one process of the same.
+  sed -E 's/"intermediate_size": [0-9]+/"intermediate_size": 64/' "$ROOT/tests/fixtures/bert/tiny_a/config.json" \
+    >"$W/tp_tiny.config.json"
+  local scratch=(train --config "$W/tp_tiny.config.json" --vocab "$ROOT/tests/fixtures/bert/tiny_a/vocab.txt"
+    "${data[@]}")
+  if ! grep -q '"intermediate_size": 64' "$W/tp_tiny.config.json"; then
+    echo "multi_gpu: could not write the tensor-parallel config $W/tp_tiny.config.json"
+    status=1
     return
   fi
-  for mode in $ALL_MODES; do
-    mode_flags "$mode"
+  if ! CUDA_VISIBLE_DEVICES=0 "$LOOM_BERT" "${scratch[@]}" --batch-size $global --output "$W/eqtp1" \
+    >"$W/eqtp1.log" 2>&1; then
+    echo "multi_gpu: the 1-GPU run from scratch (for $TP_MODES) failed: $(tail -n 3 "$W/eqtp1.log")"
+    status=1
+    return
+  fi
+  for mode in $TP_MODES; do
+    tensor=$(tp_size "$mode")
     for n in "${RUN_COUNTS[@]}"; do
-      [ "$n" -gt 1 ] || continue
-      local run=eq.$MODE_TAG.$n
-      if ! "${MPIRUN[@]}" -np "$n" "$LOOM_BERT" "${common[@]}" --batch-size $((global / n)) "${MODE_FLAGS[@]}" \
-        --output "$W/$run" >"$W/$run.log" 2>&1; then
-        echo "multi_gpu: the $mode run on $n ranks failed: $(grep -m1 'error' "$W/$run.log" || tail -n 3 "$W/$run.log")"
-        status=1
+      # One rank only for tp1 (a group of one: its collectives run); tpN needs a multiple of N ranks.
+      [ "$n" -gt 1 ] || [ "$tensor" = 1 ] || continue
+      if [ $((n % tensor)) != 0 ]; then
+        echo "multi_gpu: skipping $mode on $n ranks: they do not form tensor-parallel groups of $tensor"
         continue
       fi
-      local verdict=pass report
-      # The attention key biases are held to the run's summed learning rates (steps x lr) instead, as in
-      # tests/cli/dp_cases.sh: their gradient is 0 in exact arithmetic, so Adam turns rounding noise into lr-sized
-      # steps.
-      report=$(python3 "$ROOT/scripts/compare_safetensors.py" "$W/eq1/checkpoint-$steps/model.safetensors" \
-        "$W/$run/checkpoint-$steps/model.safetensors" --rtol "$RTOL" --noise 'attention\.self\.key\.bias' \
-        --noise-atol "$(python3 -c "print($steps * $lr)")") || verdict=fail
-      [ $verdict = pass ] || status=1
-      echo "$mode, $n ranks vs 1 GPU: $verdict; $report"
-      local worst
-      worst=$(sed -n 's/.*worst relative difference \([^ ]*\) .*/\1/p' <<<"$report" | head -n 1)
-      printf '{"kind": "equivalence", "mode": "%s", "ranks": %d, "global_batch": %d, "steps": %d, ' "$mode" "$n" \
-        $global $steps >>"$JSONL"
-      printf '"precision": "fp32", "rtol": %s, "worst_rel": %s, "pass": %s}\n' "$RTOL" "${worst:-null}" \
-        "$([ $verdict = pass ] && echo true || echo false)" >>"$JSONL"
+      if [ $((global % (n / tensor))) != 0 ]; then
+        echo "multi_gpu: skipping $mode on $n ranks: the global batch $global does not split over $((n / tensor))" \
+          "replicas"
+        continue
+      fi
+      eq_run eqtp1 "$mode" "$n" tp_tiny "${scratch[@]}"
     done
   done
 }
@@ -322,8 +401,10 @@ JSON
       for mode in $ALL_MODES; do
         mode_flags "$mode"
         local plan=plan.$size.$n.$MODE_TAG run=zero.$size.$n.$MODE_TAG
-        "$LOOM_BERT" info --config "$W/$size.config.json" "${MODE_FLAGS[@]}" --ranks "$n" --batch "$ZERO_BATCH" \
-          --seq 128 --precision bf16 >"$W/$plan" 2>&1 ||
+        # info plans no tensor-parallel run (a tp mode belongs in TP_BENCH_MODES; given here, its plan shows "-").
+        [ "$(tp_size "$mode")" != 1 ] ||
+          "$LOOM_BERT" info --config "$W/$size.config.json" "${MODE_FLAGS[@]}" --ranks "$n" --batch "$ZERO_BATCH" \
+            --seq 128 --precision bf16 >"$W/$plan" 2>&1 ||
           echo "multi_gpu: info for $size, $mode on $n rank(s) failed: $(tail -n 1 "$W/$plan")"
         loom_zero "$run" "$size" "$n" "$mode" "$ZERO_BATCH" "$ITERS" ||
           echo "multi_gpu: loom $size, $mode on $n rank(s) failed: $(why "$run")"
@@ -409,9 +490,11 @@ for size in sizes:
             loom = train_lines(f"{w}/zero.{size}.{n}.{tag}.out")
             ok = len(loom) >= n  # every rank's line
             # Each rank reports its own step time and throughput: the step is the slowest rank's, the rows add up.
-            # The peak is the largest rank's (each rank reads the counters of its own GPU).
+            # The peak is the largest rank's (each rank reads the counters of its own GPU). A tpN mode (its place is
+            # (d)) has N ranks per replica that each report the replica's throughput: the sum is over N.
+            tp = re.fullmatch(r"tp([1-9][0-9]*)(x.*)?", mode.split("+")[0])
             step = max(j["step_ms"] for j in loom) if ok else None
-            rate = sum(j["seq_per_s"] for j in loom) if ok else None
+            rate = sum(j["seq_per_s"] for j in loom) / (int(tp.group(1)) if tp else 1) if ok else None
             peak = max(j["peak_gib"] for j in loom) if ok else None
             # The optimizer step alone (bench times it apart: on the GPU, or on the CPU when offloaded): the slowest
             # rank's ms, the ranks' mean parameters/s (each steps its own shard, all of them under dp).
@@ -448,8 +531,104 @@ print("plan host: the page-locked host memory per rank of info's plan (ZeRO-Offl
 PY
 }
 
+# tensor_parallel: part (d), one global batch per rank count (ZERO_BATCH per rank, as dp in (c)) for every mode of
+# TP_BENCH_MODES, the batch per replica set to keep it; the table and the JSON rows ("kind": "tp").
+tensor_parallel() {
+  local size n mode tensor run sizes=()
+  # large first: the size this part is for, when TIME_LIMIT leaves time for one.
+  [[ " $SIZES " != *" large "* ]] || sizes+=(large)
+  [[ " $SIZES " != *" base "* ]] || sizes+=(base)
+  echo "== (d) tensor parallel: bf16 training, global batch $ZERO_BATCH per rank, seq 128, $ITERS timed steps;" \
+    "sizes ${sizes[*]}; modes $TP_BENCH_MODES =="
+  for n in "${RUN_COUNTS[@]}"; do
+    for mode in $TP_BENCH_MODES; do
+      tensor=$(tp_size "$mode")
+      [ $((n % tensor)) = 0 ] ||
+        echo "multi_gpu: skipping $mode on $n rank(s): they do not form tensor-parallel groups of $tensor"
+    done
+  done
+  for size in "${sizes[@]}"; do
+    for n in "${RUN_COUNTS[@]}"; do
+      for mode in $TP_BENCH_MODES; do
+        tensor=$(tp_size "$mode")
+        [ $((n % tensor)) = 0 ] || continue
+        mode_flags "$mode"
+        run=tp.$size.$n.$MODE_TAG
+        # dp at ZERO_BATCH per rank is (c)'s timed run, the same command: taken from it when (c) ran here.
+        if [ "$mode" = dp ] && [ -f "$W/zero.$size.$n.dp.out" ] &&
+          [ "$(grep -c '"kind": "train"' "$W/zero.$size.$n.dp.out")" -ge "$n" ]; then
+          cp "$W/zero.$size.$n.dp.out" "$W/$run.out"
+          cp "$W/zero.$size.$n.dp.log" "$W/$run.log"
+          echo "multi_gpu: $size, dp on $n rank(s): (c)'s run"
+          continue
+        fi
+        # --batch is per replica: ZERO_BATCH x n over n / tensor replicas.
+        loom_zero "$run" "$size" "$n" "$mode" $((ZERO_BATCH * tensor)) "$ITERS" ||
+          echo "multi_gpu: loom $size, $mode on $n rank(s) failed: $(why "$run")"
+      done
+    done
+  done
+  W=$W JSONL=$JSONL SIZES="${sizes[*]}" MODES=$TP_BENCH_MODES COUNTS="${RUN_COUNTS[*]}" ZERO_BATCH=$ZERO_BATCH \
+    ITERS=$ITERS BENCH_DIR=$ROOT/scripts/bench python3 - <<'PY'
+import json, os, re, sys
+
+sys.path.insert(0, os.environ["BENCH_DIR"])
+from train_lines import train_lines
+
+w, jsonl = os.environ["W"], os.environ["JSONL"]
+sizes, modes = os.environ["SIZES"].split(), os.environ["MODES"].split()
+counts, per_rank = [int(c) for c in os.environ["COUNTS"].split()], int(os.environ["ZERO_BATCH"])
+
+
+def tp_size(mode):
+    """The ranks per tensor-parallel group a mode names (multi_gpu.sh's tp_size): N of tpN..., else 1."""
+    m = re.fullmatch(r"tp([1-9][0-9]*)(x.*)?", mode.split("+")[0])
+    return int(m.group(1)) if m else 1
+
+
+def f(v, spec):
+    return format(v, spec) if v is not None else "-"
+
+
+print(f"\nloom bench --train --parallel MODE, bf16, seq 128, global batch {per_rank} x ranks "
+      f"(--batch per replica)")
+print("| size | ranks | mode | replicas | batch/replica | global batch | step ms | seq/s | seq/s / dp "
+      "| peak GiB/rank |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+out = open(jsonl, "a")
+for size in sizes:
+    for n in counts:
+        rows = []
+        for mode in modes:
+            tensor = tp_size(mode)
+            if n % tensor:
+                continue  # skipped (named when it was)
+            replicas, glob = n // tensor, per_rank * n
+            loom = train_lines(f"{w}/tp.{size}.{n}.{mode.replace('+', '-')}.out")
+            # Every rank of a group prints its replica's step and batch: the step is the slowest rank's, the
+            # throughput the global batch over it (the ranks' seq/s summed would count each replica N times).
+            ok = len(loom) >= n and all(j.get("batch") == glob // replicas for j in loom)
+            step = max(j["step_ms"] for j in loom) if ok else None
+            rows.append({"kind": "tp", "model": size, "ranks": n, "mode": mode, "tensor": tensor,
+                         "replicas": replicas, "batch_per_replica": glob // replicas, "global_batch": glob,
+                         "seq": 128, "dtype": "bf16", "iters": int(os.environ["ITERS"]), "loom_step_ms": step,
+                         "loom_seq_per_s": glob / (step / 1e3) if step else None,
+                         "loom_peak_gib": max(j["peak_gib"] for j in loom) if ok else None})
+        dp = next((r["loom_seq_per_s"] for r in rows if r["mode"] == "dp"), None)
+        for r in rows:
+            r["over_dp"] = r["loom_seq_per_s"] / dp if r["loom_seq_per_s"] and dp else None
+            out.write(json.dumps(r) + "\n")
+            print(f"| {size} | {r['ranks']} | {r['mode']} | {r['replicas']} | {r['batch_per_replica']} "
+                  f"| {r['global_batch']} | {f(r['loom_step_ms'], '.2f')} | {f(r['loom_seq_per_s'], '.1f')} "
+                  f"| {f(r['over_dp'], '.3f')} | {f(r['loom_peak_gib'], '.2f')} |")
+print("seq/s: the global batch over the slowest rank's step; seq/s / dp: over dp's at the same rank count and global "
+      "batch; -: not run, failed or cut")
+PY
+}
+
 [ "${SKIP_EQUIV:-0}" = 1 ] || equivalence
 [ "${SKIP_SCALING:-0}" = 1 ] || scaling
 [ "${SKIP_ZERO:-0}" = 1 ] || zero
+[ "${SKIP_TP:-0}" = 1 ] || tensor_parallel
 echo "multi_gpu: JSON lines in $JSONL"
 exit $status

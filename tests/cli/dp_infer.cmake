@@ -6,7 +6,7 @@ if(NOT LOOM_MPIRUN)
   message(STATUS "loom: mpirun missing, the data-parallel inference CLI tests are not registered")
   return()
 endif()
-foreach(c predict eval embed world1 refuse)
+foreach(c predict eval embed world1 refuse tp)
   add_test(NAME cli_dp_infer_${c} COMMAND ${LOOM_CLI_BASH} ${CMAKE_CURRENT_LIST_DIR}/dp_infer_cases.sh ${c}
                                           ${LOOM_CLI_EXE} ${LOOM_CLI_WORK}/dp_infer_${c})
   # RUN_SERIAL: the ranks oversubscribe the cores already.

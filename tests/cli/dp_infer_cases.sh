@@ -7,6 +7,9 @@
 #   eval     the same rows labelled with tiny_a's class names: the metrics JSON byte-identical (loss to the last bit)
 #   embed    JSON lines (mean pooling) and .npy (--pooling cls --normalize), byte-identical to one process's
 #   world1   --parallel dp without mpirun is a world of one: byte-identical to the plain run, standard input too
+#   tp       --parallel tp2 (tensor parallel) on 2 ranks and on 4 (two groups), predict and embed of a model whose
+#            sizes split (trained from scratch for 3 steps): the same labels as one process, every number within 1e-5
+#            (the group sums each row-parallel GEMM's partial products: other rounding); 3 ranks are refused
 #   refuse   start-up failures stop every rank together with exit 2 and one error line: a missing --input, --input -
 #            (mpirun gives standard input to rank 0 only), ranks started with different flags; nothing is written
 # One process and the ranks run with one BLAS thread each: the host backend's sums depend on the thread count.
@@ -93,6 +96,51 @@ case_embed() {
     done
   done
   echo "dp_infer_cases embed: JSON lines and .npy byte-identical on 2, 3 and 4 ranks"
+}
+
+# close A B WHAT: the JSON lines of A and B hold the same strings and numbers within 1e-5 (absolute, on values of
+# order 1).
+close() {
+  python3 - "$1" "$2" "$3" <<'PY' || fail "$3: differs from one process beyond 1e-5"
+import json, sys
+a, b, what = open(sys.argv[1]).read().splitlines(), open(sys.argv[2]).read().splitlines(), sys.argv[3]
+assert len(a) == len(b) and a, f"{what}: {len(a)} vs {len(b)} lines"
+def same(x, y):
+    if isinstance(x, dict):
+        return x.keys() == y.keys() and all(same(x[k], y[k]) for k in x)
+    if isinstance(x, list):
+        return len(x) == len(y) and all(same(u, v) for u, v in zip(x, y))
+    if isinstance(x, float) or isinstance(y, float):
+        return abs(x - y) <= 1e-5
+    return x == y
+bad = [i for i, (x, y) in enumerate(zip(a, b)) if not same(json.loads(x), json.loads(y))]
+if bad:
+    sys.exit(f"{what}: line {bad[0] + 1}: {a[bad[0]]} vs {b[bad[0]]}")
+PY
+}
+
+case_tp() {
+  # tiny_a's intermediate size (37) does not split: a model with 64, trained for 3 steps from scratch.
+  sed -E 's/"intermediate_size": [0-9]+/"intermediate_size": 64/' "$MODEL/config.json" >"$W/tp_config.json"
+  head -n 41 "$ROOT/data/sst2-sample/train.tsv" >"$W/train.tsv"
+  run_ok "$W/tp_train.log" /dev/null "$LOOM_BERT" train --config "$W/tp_config.json" --vocab "$MODEL/vocab.txt" \
+    --train "$W/train.tsv" --dev "$W/few.tsv" --text-column sentence --max-seq-len 32 --max-steps 3 --batch-size 8 \
+    --device cpu --output "$W/tp_model"
+  local cmd n
+  for cmd in predict embed; do
+    run_ok "$W/tp.$cmd.1.log" "$W/tp.$cmd.1.out" "$LOOM_BERT" $cmd --model "$W/tp_model" --input "$W/rows.tsv" \
+      --text-column sentence --batch 4
+    for n in 2 4; do
+      run_ok "$W/tp.$cmd.$n.log" "$W/tp.$cmd.$n.out" "${MPIRUN[@]}" -np $n "$LOOM_BERT" $cmd --model "$W/tp_model" \
+        --input "$W/rows.tsv" --text-column sentence --batch 4 --parallel tp2
+      close "$W/tp.$cmd.1.out" "$W/tp.$cmd.$n.out" "$cmd --parallel tp2 on $n ranks"
+    done
+  done
+  refused "$W/tp3.log" "tp2 on 3 ranks" "3 rank(s) do not form tensor-parallel groups of 2" \
+    "${MPIRUN[@]}" -np 3 "$LOOM_BERT" predict --model "$W/tp_model" --input "$W/rows.tsv" --text-column sentence \
+    --parallel tp2
+  echo "dp_infer_cases tp: predict and embed with --parallel tp2 on 2 and 4 ranks: the same labels, numbers within" \
+    "1e-5 of one process; 3 ranks refused"
 }
 
 case_world1() {

@@ -16,6 +16,7 @@
 #include <loom/models/bert/weights.hpp>
 #include <loom/parallel/data_parallel.hpp>
 #include <loom/parallel/mpi_world.hpp>
+#include <loom/parallel/tensor_parallel.hpp>
 #include <loom/parallel/zero.hpp>
 
 #include "catch.hpp"
@@ -40,6 +41,14 @@ static_assert(std::is_same_v<bert::model<precision::fp32, parallel::single, host
 static_assert(parallel::policy<zero_data_parallel<float, host, 2, offload::none>>);
 static_assert(zero_data_parallel<float, host, 3, offload::params>::zero_stage == 3 &&
               zero_data_parallel<float, host, 3, offload::params>::zero_offload == offload::params);
+
+// tensor_parallel<N, Replicas>: the group size and what the replicas run, fixed by the type.
+static_assert(std::is_same_v<bert::model<precision::fp32, parallel::tensor_parallel<2>, host>::parallel_type,
+                             parallel::fixed_data_parallel<float, host, 2, 0, offload::none>>);
+static_assert(std::is_same_v<
+              bert::model<precision::bf16_mixed, parallel::tensor_parallel<2, zero<1>>, host>::parallel_type,
+              parallel::fixed_data_parallel<bf16, host, 2, 1, offload::none>>);
+static_assert(parallel::policy<parallel::fixed_data_parallel<float, host, 2, 1, offload::none>>);
 
 namespace {
 
@@ -120,5 +129,29 @@ TEST_CASE("bert::model<fp32, zero<3>, host> trains a step as the single-process 
   for (index_t i = 0; i < g.numel(); ++i) norm += double(g.data()[i]) * g.data()[i];
   CHECK(std::isfinite(norm));
   CHECK(norm > 0);
+  loom::test::agree_on_failures();
+}
+
+TEST_CASE("tensor_parallel<N, zero<1>>: groups of N over the world, ZeRO-1 over their replicas", "[zero][tp]") {
+  const int world = parallel::world().size();
+  parallel::tensor_parallel<1, zero<1>>::policy<float, host> one(parallel::mpi_communicator{},
+                                                                 parallel::mpi_communicator{});
+  CHECK(one.tensor_size() == 1);
+  CHECK(one.has_tensor_group());  // a group of one still runs its collectives
+  CHECK(one.size() == world);   // every rank is its own group: the replicas are the world
+  CHECK(one.stage() == 1);
+  if (world % 2 == 0) {
+    parallel::tensor_parallel<2>::policy<float, host> two(parallel::mpi_communicator{}, parallel::mpi_communicator{});
+    CHECK(two.tensor_size() == 2);
+    CHECK(two.tensor_rank() == parallel::world().rank() % 2);
+    CHECK(two.size() == world / 2);
+    CHECK(two.world_rank() == parallel::world().rank());
+    // The group's sum: every rank adds its world rank + 1.
+    tensor<float, host> t({3});
+    t = static_cast<float>(parallel::world().rank() + 1);
+    two.all_reduce_sum(t);
+    const int first = parallel::world().rank() / 2 * 2;
+    CHECK(t.data()[2] == static_cast<float>((first + 1) + (first + 2)));
+  }
   loom::test::agree_on_failures();
 }

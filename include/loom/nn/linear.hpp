@@ -148,17 +148,12 @@ class linear {
     }
     if (!given(dx)) return;
     if (spec_.split == parallel::split::column && split_across()) {
-      // Every rank holds all of x, so each rank's share of dx is partial: summed over the group before it is
-      // added to what dx already holds.
-      if (input_mode == grad_mode::overwrite) {
-        matmul(dy, w_, dx);
-        group_->all_reduce_sum(dx);
-        return;
-      }
-      if (!(dx_partial_.extents() == dx.extents())) dx_partial_ = tensor_t(dx.extents());
-      matmul(dy, w_, dx_partial_);
-      group_->all_reduce_sum(dx_partial_);
-      assign(dx, dx + dx_partial_);
+      // Every rank holds all of x, so each rank's share of dx is partial and is summed over the group. What dx
+      // already holds (the same on every rank) is kept by the group's rank 0 alone, so the sum adds it once (as
+      // the bias in forward): no buffer and no extra pass.
+      const bool keep = input_mode == grad_mode::accumulate && group_->tensor_rank() == 0;
+      matmul(dy, w_, dx, {.beta = keep ? 1.0f : 0.0f});
+      group_->all_reduce_sum(dx);
       return;
     }
     matmul(dy, w_, dx, {.beta = input_mode == grad_mode::accumulate ? 1.0f : 0.0f});
@@ -168,7 +163,7 @@ class linear {
   int ranks() const { return group_ ? group_->tensor_size() : 1; }
   // Whether the group's collectives run (a tensor-parallel group of one runs them too: what they cost, measurable
   // on one GPU).
-  bool split_across() const { return group_ && parallel::tensor_parallel(*group_); }
+  bool split_across() const { return group_ && parallel::has_tensor_group(*group_); }
   bool trainable(const param_store<T, Device>& store, const char* leaf) const {
     for (const std::string& m : spec_.modules)
       if (store.trainable(m + leaf)) return true;
@@ -184,7 +179,6 @@ class linear {
   Parallel* group_ = nullptr;
   spec spec_;
   tensor_t w_, b_, dw_, db_;
-  mutable tensor_t dx_partial_;  // column split, accumulating input gradient: this rank's share before the sum
 };
 
 }  // namespace loom::nn

@@ -443,7 +443,7 @@ class data_parallel {
   /// The tensor-parallel group nn::linear splits across (1: layers whole on every rank).
   int tensor_rank() const { return tensor_control_ ? tensor_control_->rank() : 0; }
   int tensor_size() const { return tensor_control_ ? tensor_control_->size() : 1; }
-  bool tensor_parallel() const { return tensor_ != nullptr; }
+  bool has_tensor_group() const { return tensor_ != nullptr; }
   /// t summed over the tensor-parallel group in place, in order with the compute stream (Megatron's f/g operators:
   /// after a row-parallel GEMM, and a column-parallel one's input gradient).
   template <class T, class D>
@@ -706,24 +706,31 @@ class data_parallel {
   bool sync_ = false;
 };
 
-/// The policy of a parallel::zero<Stage, Offload> tag (zero.hpp): data_parallel with its ZeRO stage and offload
-/// fixed by the type, so bert::model<P, zero<2>, D> cannot be run at another stage. Default-constructed it is
-/// inactive, as data_parallel is (a world of one; stage() is 0).
-template <class G, class Device, int Stage, offload Offload>
-class zero_data_parallel : public data_parallel<G, Device> {
- public:
-  // Read through the tag: its static_asserts reject an invalid pair here too.
-  static constexpr int zero_stage = zero<Stage, Offload>::stage;
-  static constexpr offload zero_offload = zero<Stage, Offload>::offloaded;
+/// The policy of the parallel::zero<Stage, Offload> and tensor_parallel<N, Replicas> tags (zero.hpp,
+/// tensor_parallel.hpp): data_parallel with its tensor-parallel group size (0: none), ZeRO stage and offload fixed by
+/// the type, so bert::model<P, zero<2>, D> cannot be run at another stage. Default-constructed it is inactive, as
+/// data_parallel is (a world of one; stage() is 0).
+template <class G, class Device, int Tensor, int Stage, offload Offload>
+class fixed_data_parallel : public data_parallel<G, Device> {
+  static_assert(Tensor >= 0, "loom: a tensor-parallel group has at least one rank");
+  static_assert(Stage >= 0 && Stage <= 3, "loom: the ZeRO stage must be 0 (plain data parallelism) to 3");
+  static_assert(Offload == offload::none || Stage >= 1, "loom: offloading needs a ZeRO stage (1 to 3)");
+  static_assert(Offload != offload::params || Stage == 3, "loom: parameters are offloaded only by ZeRO stage 3");
 
-  zero_data_parallel() = default;
-  /// As data_parallel's; o.stage and o.offloaded are replaced by the type's.
-  zero_data_parallel(mpi_communicator control, typename data_parallel<G, Device>::grad_comm_t grads,
-                     data_parallel_options o = {})
+ public:
+  static constexpr int zero_stage = Stage;
+  static constexpr offload zero_offload = Offload;
+  static constexpr int tensor_group = Tensor;
+
+  fixed_data_parallel() = default;
+  /// As data_parallel's; o.tensor, o.stage and o.offloaded are replaced by the type's.
+  fixed_data_parallel(mpi_communicator control, typename data_parallel<G, Device>::grad_comm_t grads,
+                      data_parallel_options o = {})
       : data_parallel<G, Device>(std::move(control), std::move(grads), fixed(o)) {}
 
  private:
   static data_parallel_options fixed(data_parallel_options o) {
+    o.tensor = Tensor;
     o.stage = Stage;
     o.offloaded = Offload;
     return o;

@@ -468,7 +468,11 @@ class nccl_communicator {
       }
       throw comm_error(message);
     }
-    s_->track(what);
+    // Captured into a CUDA graph, the collective runs whenever the graph is launched: there is nothing to watch now
+    // (an event recorded during the capture is not one that completes).
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    LOOM_CUDA_CHECK(cudaStreamIsCapturing(s_->stream, &capture));
+    if (capture == cudaStreamCaptureStatusNone) s_->track(what);
   }
 };
 

@@ -62,8 +62,8 @@ static_assert(policy<single>);
 /// Whether a policy's linear layers run the tensor-parallel collectives: a group of two or more ranks, or a policy
 /// that says so (data_parallel with a tensor-parallel group of one).
 template <class P>
-bool tensor_parallel(const P& p) {
-  if constexpr (requires { { p.tensor_parallel() } -> std::convertible_to<bool>; }) return p.tensor_parallel();
+bool has_tensor_group(const P& p) {
+  if constexpr (requires { { p.has_tensor_group() } -> std::convertible_to<bool>; }) return p.has_tensor_group();
   else return p.tensor_size() > 1;
 }
 

@@ -19,9 +19,13 @@ enum class offload {
   params,     ///< stage 3: this rank's parameter shards too (and the optimizer, which steps them where they lie)
 };
 
-/// data_parallel<G, Device> with its ZeRO stage and offload fixed by the type (data_parallel.hpp).
+/// data_parallel<G, Device> with its tensor-parallel group size, ZeRO stage and offload fixed by the type
+/// (data_parallel.hpp): what the zero<> and tensor_parallel<> tags stand for.
+template <class G, class Device, int Tensor, int Stage, offload Offload>
+class fixed_data_parallel;
+/// The policy of zero<Stage, Offload>.
 template <class G, class Device, int Stage, offload Offload>
-class zero_data_parallel;
+using zero_data_parallel = fixed_data_parallel<G, Device, 0, Stage, Offload>;
 
 /// A policy tag: stands for zero_data_parallel<G, Device, Stage, Offload> in a model's Parallel parameter, where
 /// the model supplies G (its parameter type) and Device.

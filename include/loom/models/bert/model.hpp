@@ -76,6 +76,7 @@ class model {
   nn::param_store<T, Device>& params() { return params_; }
   const nn::param_store<T, Device>& params() const { return params_; }
   parallel_type& parallel() { return group_; }
+  const parallel_type& parallel() const { return group_; }
   encoder<Precision, parallel_type, Device>& trunk() { return encoder_; }
 
   // ---- memory: activation recomputation ----------------------------------------------------------------------
