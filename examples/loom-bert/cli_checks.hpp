@@ -60,7 +60,7 @@ inline CLI::Validator training_parallel_check() {
         }
         return {};
       },
-      "none|dp|zero1|zero2|zero3|tpN|tpNxdp|tpNxzeroK");
+      "none|dp|zero1|zero2|zero3|tpN|tpNxdp[M]|tpNxzeroK");
 }
 
 }  // namespace loom_bert

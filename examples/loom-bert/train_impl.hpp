@@ -28,6 +28,7 @@ void run_training(loom::train::train_options o) {
                                                                   o.zero_stage(),
                                                                   loom::train::offload_of(o.parallel, o.offload),
                                                                   o.offload_threads, o.tensor_size());
+  loom::train::check_group_count(o.parallel, dp.size());  // every rank alike, before any work
   o.world_size = dp.size();
   const bool lead = dp.world_rank() == 0;
   // Every rank reads and checks everything; rank 0 alone prepares --output. A refusal on any rank stops them all.
@@ -90,6 +91,7 @@ void run_train_bench(const train_bench_options& o) {
     dp = make_data_parallel<policy_t, Device>(o.bucket_mb, 60, o.reduce_dtype, loom::train::zero_stage_of(o.parallel),
                                               loom::train::offload_of(o.parallel, o.offload), o.offload_threads,
                                               loom::train::tensor_size_of(o.parallel));
+  loom::train::check_group_count(o.parallel, dp.size());
   model_t m(o.config, true, std::move(dp));
   loom::bert::init_weights(m, 1);
   m.set_recompute(o.recompute);

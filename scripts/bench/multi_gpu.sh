@@ -32,7 +32,7 @@
 #     run; ">=B": every batch tried ran, or the time limit came first). One table per size. Every run is cut at 300 s,
 #     and none is started past TIME_LIMIT seconds after the script's start (default 560: the device tool's 10-minute
 #     call, with (a) and (b) in it); what that leaves out is named, shown as "-", and the tables are still printed. For
-#     complete fits run (c) in a call of its own (SKIP_EQUIV=1 SKIP_SCALING=1 SKIP_TP=1).
+#     complete fits run (c) in a call of its own (SKIP_EQUIV=1 SKIP_SCALING=1 SKIP_TP=1 SKIP_TP_INFER=1).
 # (d) Tensor parallel: for each size of SIZES (large first), rank count and MODE of TP_BENCH_MODES (dp tp2 tp4 tp2xdp;
 #     a tpN mode runs on the rank counts that are multiples of N, the others are named and skipped), `loom-bert bench
 #     --train --parallel MODE --size SIZE --batch B --seq 128 --precision bf16 --max-grad-norm 1` under mpirun, ITERS
@@ -43,7 +43,18 @@
 #     dp at ZERO_BATCH is (c)'s timed run: taken from it when (c) ran in the same call. No `info` plan (it takes no tp
 #     modes) and no PyTorch beside it: there is no PyTorch tensor-parallel baseline in ../shared/bench (hf_bert_ddp.py
 #     runs DDP and FSDP2 only). Cut by TIME_LIMIT like (c): after (c)'s fits there is little time left, so run (d) in
-#     a call of its own for complete figures (SKIP_EQUIV=1 SKIP_SCALING=1 SKIP_ZERO=1).
+#     a call of its own for complete figures (SKIP_EQUIV=1 SKIP_SCALING=1 SKIP_ZERO=1 SKIP_TP_INFER=1).
+# (e) Tensor-parallel inference latency: for each size of SIZES (large first) and MODE of TP_INFER_MODES (none tp1 tp2
+#     tp4; none: one process on GPU 0, without mpirun or --parallel; tpN: `mpirun -np N`, exactly one tensor-parallel
+#     group, so the figures are one batch's latency; a tpN with N above the GPUs of the machine, or a mode that is
+#     neither, is named and skipped), one `loom-bert bench --size SIZE --precision bf16 --device cuda --batch 1 8 --seq
+#     128 512 --iters ITERS_INFER --parallel MODE` (inference, random weights, CUDA graphs on: they capture the group's
+#     all-reduces too; one call covers the four shapes, world rank 0 prints a JSON line per shape). One table: size,
+#     batch, seq, latency ms per mode, and each tpN's speedup over none (none's latency / tpN's). No PyTorch beside
+#     it: ../shared/bench has no tensor-parallel baseline (hf_bert_ddp.py trains, with DDP or FSDP2), and hf_bert.py
+#     (one process) has no --batch/--seq flags: a fixed set of shapes (its inference: BERT-base, batch 1 at fp16 only).
+#     Each call is cut at 300 s and by TIME_LIMIT like (c) and (d); run (e) in a call of its own for complete figures
+#     (SKIP_EQUIV=1 SKIP_SCALING=1 SKIP_ZERO=1 SKIP_TP=1).
 # A mode X+Y (zero1+optimizer, zero2+optimizer, zero3+optimizer, zero3+params) runs ZeRO stage X with ZeRO-Offload Y:
 # `--parallel X --offload Y` for train, bench --train and info alike (mode_flags); in file names it is X-Y.
 # Rank counts beyond the GPUs of the machine (nvidia-smi -L) are skipped with a message. JSON lines and logs go to
@@ -53,8 +64,9 @@
 # zero2 zero3"), OFFLOAD_MODES (run after MODES in (a) and (c): "zero2+optimizer zero3+params"; "" none), SIZES ("base
 # large"), ZERO_BATCH (32), FIT_BATCHES ("64 128 256 512 1024"), FIT_COUNTS (the largest count run; "" skips the fits),
 # TP_MODES ((a)'s tensor-parallel modes: "tp2 tp2xdp tp2xzero1"; "" none), TP_BENCH_MODES ((d): "dp tp2 tp4 tp2xdp"),
-# TIME_LIMIT (560; 0: none), SKIP_EQUIV=1, SKIP_SCALING=1, SKIP_ZERO=1, SKIP_TP=1. MODES and OFFLOAD_MODES take dp and
-# ZeRO modes; tensor-parallel ones go in TP_MODES and TP_BENCH_MODES.
+# TP_INFER_MODES ((e): "none tp1 tp2 tp4"), ITERS_INFER ((e)'s forward passes per timed round, 100), TIME_LIMIT (560;
+# 0: none), SKIP_EQUIV=1, SKIP_SCALING=1, SKIP_ZERO=1, SKIP_TP=1, SKIP_TP_INFER=1. MODES and OFFLOAD_MODES take dp and
+# ZeRO modes; tensor-parallel ones go in TP_MODES and TP_BENCH_MODES; TP_INFER_MODES takes none and tpN alone.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 LOOM_BERT=${LOOM_BERT:-$ROOT/.devrun/bin/loom-bert}
@@ -70,6 +82,8 @@ OFFLOAD_MODES=${OFFLOAD_MODES-zero2+optimizer zero3+params}
 ALL_MODES="$MODES${OFFLOAD_MODES:+ $OFFLOAD_MODES}"
 TP_MODES=${TP_MODES-tp2 tp2xdp tp2xzero1}
 TP_BENCH_MODES=${TP_BENCH_MODES:-dp tp2 tp4 tp2xdp}
+TP_INFER_MODES=${TP_INFER_MODES:-none tp1 tp2 tp4}
+ITERS_INFER=${ITERS_INFER:-100}
 SIZES=${SIZES:-base large}
 ZERO_BATCH=${ZERO_BATCH:-32}
 FIT_BATCHES=${FIT_BATCHES:-64 128 256 512 1024}
@@ -626,9 +640,106 @@ print("seq/s: the global batch over the slowest rank's step; seq/s / dp: over dp
 PY
 }
 
+# loom_infer NAME SIZE MODE: (e)'s `bench` (inference) of the four shapes, MODE none (one process on GPU 0) or tpN
+# (mpirun -np N: one group); world rank 0's JSON lines into $W/NAME.out, the log into $W/NAME.log. Succeeds when the run
+# did and printed a line per shape.
+loom_infer() {
+  local launch=(env CUDA_VISIBLE_DEVICES=0) parallel=()
+  if [ "$3" != none ]; then
+    launch=("${MPIRUN[@]}" -np "$(tp_size "$3")")
+    parallel=(--parallel "$3")
+  fi
+  capped 300 "${launch[@]}" "$LOOM_BERT" bench --size "$2" --precision bf16 --device cuda \
+    --batch "${INFER_BATCHES[@]}" --seq "${INFER_SEQS[@]}" --iters "$ITERS_INFER" "${parallel[@]}" \
+    >"$W/$1.out" 2>"$W/$1.log" &&
+    [ "$(grep -c '"kind": "infer"' "$W/$1.out")" -ge $((${#INFER_BATCHES[@]} * ${#INFER_SEQS[@]})) ]
+}
+
+# tp_infer: part (e), one `bench` call per size and mode of TP_INFER_MODES; the table and the JSON rows
+# ("kind": "tp_infer").
+INFER_BATCHES=(1 8)
+INFER_SEQS=(128 512)
+tp_infer() {
+  local size mode run sizes=() modes=()
+  [[ " $SIZES " != *" large "* ]] || sizes+=(large)
+  [[ " $SIZES " != *" base "* ]] || sizes+=(base)
+  for mode in $TP_INFER_MODES; do
+    if [ "$mode" != none ] && ! [[ $mode =~ ^tp[1-9][0-9]*$ ]]; then
+      echo "multi_gpu: skipping $mode in (e): inference takes none or tpN"
+    elif [ "$(tp_size "$mode")" -gt "$GPUS" ]; then
+      echo "multi_gpu: skipping $mode in (e): it needs $(tp_size "$mode") GPUs, this machine has $GPUS"
+    else
+      modes+=("$mode")
+    fi
+  done
+  echo "== (e) tensor-parallel inference: bf16, batch ${INFER_BATCHES[*]}, seq ${INFER_SEQS[*]}, $ITERS_INFER" \
+    "iterations, CUDA graphs; sizes ${sizes[*]}; modes ${modes[*]} =="
+  for size in "${sizes[@]}"; do
+    for mode in "${modes[@]}"; do
+      run=infer.$size.$mode
+      loom_infer "$run" "$size" "$mode" ||
+        echo "multi_gpu: loom inference $size, $mode failed: $(why "$run")"
+    done
+  done
+  W=$W JSONL=$JSONL SIZES="${sizes[*]}" MODES="${modes[*]}" BATCHES="${INFER_BATCHES[*]}" SEQS="${INFER_SEQS[*]}" \
+    ITERS=$ITERS_INFER BENCH_DIR=$ROOT/scripts/bench python3 - <<'PY'
+import json, os, sys
+
+sys.path.insert(0, os.environ["BENCH_DIR"])
+from train_lines import json_lines
+
+w, jsonl = os.environ["W"], os.environ["JSONL"]
+sizes, modes = os.environ["SIZES"].split(), os.environ["MODES"].split()
+batches, seqs = [int(b) for b in os.environ["BATCHES"].split()], [int(s) for s in os.environ["SEQS"].split()]
+
+
+def infer_lines(path):
+    """The {"kind": "infer", ...} lines of a bench output file by (batch, seq)."""
+    out = {}
+    for j in json_lines(path, "infer"):
+        out.setdefault((j.get("batch"), j.get("seq")), j)
+    return out
+
+
+def f(v, spec):
+    return format(v, spec) if v is not None else "-"
+
+
+tps = [m for m in modes if m != "none"] if "none" in modes else []
+print("\nloom bench (inference), bf16, CUDA graphs: latency ms per mode (none: one process; tpN: one group of N ranks)")
+print("| size | batch | seq | " + " | ".join(f"{m} ms" for m in modes) + "".join(f" | {m} speedup" for m in tps)
+      + " |")
+print("|---|---|---|" + "---|" * (len(modes) + len(tps)))
+out = open(jsonl, "a")
+graphs = set()
+for size in sizes:
+    lines = {m: infer_lines(f"{w}/infer.{size}.{m}.out") for m in modes}
+    for b in batches:
+        for s in seqs:
+            got = {m: lines[m].get((b, s), {}) for m in modes}
+            lat = {m: got[m].get("latency_ms") for m in modes}
+            none = lat.get("none")
+            for m in modes:
+                j = got[m]
+                if j:
+                    graphs.add(j.get("graph"))
+                out.write(json.dumps({
+                    "kind": "tp_infer", "size": size, "batch": b, "seq": s, "mode": m,
+                    "ranks": 1 if m == "none" else int(m[2:]), "dtype": "bf16", "iters": int(os.environ["ITERS"]),
+                    "graph": j.get("graph"), "latency_ms": lat[m], "seq_per_s": j.get("seq_per_s"),
+                    "tflops": j.get("tflops"), "peak_gib": j.get("peak_gib"),
+                    "speedup_over_none": round(none / lat[m], 4) if m != "none" and none and lat[m] else None}) + "\n")
+            print(f"| {size} | {b} | {s} | " + " | ".join(f(lat[m], ".3f") for m in modes)
+                  + "".join(f" | {f(none / lat[m] if none and lat[m] else None, '.2f')}" for m in tps) + " |")
+print("speedup: none's latency / tpN's (one batch split over the group's GPUs); peak GiB (JSON rows): world rank 0's; "
+      "-: not run, failed or cut" + ("" if graphs <= {True} else f"; graph: {sorted(map(str, graphs))}"))
+PY
+}
+
 [ "${SKIP_EQUIV:-0}" = 1 ] || equivalence
 [ "${SKIP_SCALING:-0}" = 1 ] || scaling
 [ "${SKIP_ZERO:-0}" = 1 ] || zero
 [ "${SKIP_TP:-0}" = 1 ] || tensor_parallel
+[ "${SKIP_TP_INFER:-0}" = 1 ] || tp_infer
 echo "multi_gpu: JSON lines in $JSONL"
 exit $status

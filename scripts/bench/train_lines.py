@@ -1,10 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The {"kind": "train", ...} JSON lines of a benchmark's output file (loom-bert bench --train, hf_bert_ddp.py), for
+"""The {"kind": KIND, ...} JSON lines of a benchmark's output file (loom-bert bench [--train], hf_bert_ddp.py), for
 the tables of multi_gpu.sh; a missing file or a line that is not JSON is skipped."""
 import json
 
 
 def train_lines(path):
+    return json_lines(path, "train")
+
+
+def json_lines(path, kind):
     out = []
     try:
         for line in open(path):
@@ -15,7 +19,7 @@ def train_lines(path):
                 j = json.loads(line[at:])
             except json.JSONDecodeError:
                 continue
-            if j.get("kind") == "train":
+            if j.get("kind") == kind:
                 out.append(j)
     except OSError:
         pass

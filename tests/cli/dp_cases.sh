@@ -20,7 +20,7 @@
 #                (dropout on, clipping, accumulation 1 and 2) on 1 process, tp2, tp4, tp2xdp and tp2xzero1 ends with
 #                parameters within 1e-5 (optimizer state too); tp2's checkpoint resumes with dp at 2 ranks and in
 #                one process, a dp checkpoint with tp2; sizes that do not split (intermediate 37, 3 ranks for tp2)
-#                and LoRA are refused naming the numbers; a killed rank of tp2xdp ends the job
+#                and LoRA are refused naming the numbers; a killed rank of tp2xdp, a stopped rank of tp2, end the job
 #   ckptfault    the same while a checkpoint is written every step (zero1, zero3 + offload): the job ends, and every
 #                checkpoint left in --output is whole (all the shard files its trainer_state.json lists), `latest`
 #                names one, and --resume continues from it
@@ -156,7 +156,7 @@ case_tp() {
     local tag=tp_a$accum
     run_ok "$W/$tag.1.log" "$LOOM_BERT" $(tp_common) --max-steps 20 --eval-every 20 --batch-size 8 \
       --grad-accum $accum --output "$W/$tag.1"
-    for spec in 2:tp2 4:tp4 4:tp2xdp 4:tp2xzero1 4:tp2xzero3; do
+    for spec in 2:tp2 4:tp4 4:tp2xdp2 4:tp2xzero1 4:tp2xzero3; do
       n=${spec%%:*} mode=${spec#*:}
       local out="$W/$tag.$mode"
       local replicas=$((n / ${mode:2:1}))
@@ -168,8 +168,8 @@ case_tp() {
         fail "--grad-accum $accum: --parallel $mode on $n ranks ended with another optimizer state"
     done
   done
-  grep -q "tensor parallel in groups of 2 ranks over 4 rank(s)" "$W/tp_a1.tp2xdp.log" ||
-    fail "the start-up line does not say how the ranks are used: $(head -n 1 "$W/tp_a1.tp2xdp.log")"
+  grep -q "tensor parallel in groups of 2 ranks over 4 rank(s)" "$W/tp_a1.tp2xdp2.log" ||
+    fail "the start-up line does not say how the ranks are used: $(head -n 1 "$W/tp_a1.tp2xdp2.log")"
   # Checkpoints stay logical: tp2 -> dp at 2 ranks and one process; dp -> tp2.
   run_ok "$W/t2.log" "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(tp_common) --max-steps 20 --eval-every 10 --batch-size 8 \
     --parallel tp2 --output "$W/t2"
@@ -202,6 +202,12 @@ case_tp() {
   grep -q "3 rank(s) do not form tensor-parallel groups of 2" "$W/bad3.log" ||
     fail "the refusal does not name 3 and 2: $(grep error "$W/bad3.log")"
   rc=0
+  "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(tp_common) --max-steps 2 --batch-size 8 --parallel tp2xdp2 --output "$W/bad22" \
+    2>"$W/bad22.log" >/dev/null || rc=$?
+  [ $rc != 0 ] || fail "tp2xdp2 on 2 ranks was accepted"
+  [ "$(grep -c 'error:' "$W/bad22.log")" = 1 ] && grep -q "2 groups of 2 ranks need 4 ranks; mpirun started 2" \
+    "$W/bad22.log" || fail "the refusal of tp2xdp2 on 2 ranks: $(grep error "$W/bad22.log")"
+  rc=0
   "$LOOM_BERT" $(tp_common) --max-steps 2 --batch-size 8 --parallel tp2 --lora-r 4 --output "$W/badlora" \
     2>"$W/badlora.log" >/dev/null || rc=$?
   [ $rc != 0 ] && grep -q "LoRA adapters are not split across a tensor-parallel group" "$W/badlora.log" ||
@@ -216,9 +222,26 @@ case_tp() {
   kill -KILL "$victim"
   rc=0
   wait $job || rc=$?
-  [ $rc != 0 ] && [ $((SECONDS - t0)) -le 60 ] || fail "tp2xdp: rank 1 killed, the job ended with $rc after $((SECONDS - t0)) s"
-  echo "dp_cases tp: 1 = tp2 = tp4 = tp2xdp = tp2xzero1 = tp2xzero3 within 1e-5 (accumulation 1/2, optimizer state" \
-    "too); tp2 <-> dp/one process checkpoints; refusals name the sizes; a killed rank ends the job"
+  local took=$((SECONDS - t0))
+  [ $rc != 0 ] && [ $took -le 60 ] || fail "tp2xdp: rank 1 killed, the job ended with $rc after $took s"
+  # A rank that stops responding inside a group: the others end within --comm-timeout, naming it.
+  "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(tp_common) "${LONG[@]}" --parallel tp2 --max-steps 100000 --comm-timeout 5 \
+    --output "$W/th" 2>"$W/th.log" >/dev/null &
+  job=$!
+  wait_for_step "$W/th/metrics.jsonl" 3 $job
+  victim=$(pids_of_ranks $job | sed -n 2p)
+  t0=$SECONDS
+  kill -STOP "$victim"
+  rc=0
+  wait $job || rc=$?
+  kill -KILL "$victim" 2>/dev/null || true
+  took=$((SECONDS - t0))
+  [ $rc != 0 ] && [ $took -le 30 ] || fail "tp2: rank 1 stopped, the job ended with $rc after $took s"
+  grep -Eq "^loom-bert: error: rank 0: .*rank 1 does not respond" "$W/th.log" ||
+    fail "tp2: the error does not name rank 1: $(grep error "$W/th.log")"
+  echo "dp_cases tp: 1 = tp2 = tp4 = tp2xdp2 = tp2xzero1 = tp2xzero3 within 1e-5 (accumulation 1/2, optimizer" \
+    "state too); tp2 <-> dp/one process checkpoints; refusals name the sizes; a killed or stopped rank ends the job:" \
+    "$(grep -m1 'error: rank 0' "$W/th.log")"
 }
 
 OFFLOADS="zero1:optimizer zero2:optimizer zero3:optimizer zero3:params"

@@ -137,7 +137,7 @@ TEST_CASE("tensor_parallel<N, zero<1>>: groups of N over the world, ZeRO-1 over 
   parallel::tensor_parallel<1, zero<1>>::policy<float, host> one(parallel::mpi_communicator{},
                                                                  parallel::mpi_communicator{});
   CHECK(one.tensor_size() == 1);
-  CHECK(one.has_tensor_group());  // a group of one still runs its collectives
+  CHECK(one.has_tensor_group());  // a group of one takes the split code path (its sums are skipped)
   CHECK(one.size() == world);   // every rank is its own group: the replicas are the world
   CHECK(one.stage() == 1);
   if (world % 2 == 0) {

@@ -161,7 +161,7 @@ class linear {
 
  private:
   int ranks() const { return group_ ? group_->tensor_size() : 1; }
-  // Whether the group's collectives run (a tensor-parallel group of one runs them too: what they cost, measurable
+  // Whether the layer takes the split code path (a tensor-parallel group of one does too: what it costs, measurable
   // on one GPU).
   bool split_across() const { return group_ && parallel::has_tensor_group(*group_); }
   bool trainable(const param_store<T, Device>& store, const char* leaf) const {

@@ -64,7 +64,8 @@ struct data_parallel_options {
   unsigned offload_threads = 0;       ///< CPU threads of an offloaded optimizer step (0: one per hardware thread)
   /// Tensor parallelism: ranks per tensor-parallel group (each `tensor` consecutive world ranks split every layer's
   /// matrices, Megatron-style: nn::linear); the data parallelism (and ZeRO) above runs over the groups' replicas.
-  /// 0: none; 1: groups of one, whose collectives run all the same (their cost, on one GPU).
+  /// 0: none; 1: groups of one (the split layers' code path, whose sums over one rank are skipped: its cost on one
+  /// GPU).
   int tensor = 0;
 };
 
@@ -98,7 +99,7 @@ class data_parallel {
 
   data_parallel() = default;
   /// `control`: host collectives over the world (metrics, agreement, checks); `grads`: the gradient reductions on
-  /// Device. With o.tensor > 1 both are split (collective) into the tensor-parallel groups of o.tensor consecutive
+  /// Device. With o.tensor >= 1 both are split (collective) into the tensor-parallel groups of o.tensor consecutive
   /// ranks and, across the groups, the replicas that data parallelism reduces over.
   data_parallel(mpi_communicator control, grad_comm_t grads, data_parallel_options o = {})
       : control_(std::make_unique<mpi_communicator>(std::move(control))),
@@ -343,12 +344,12 @@ class data_parallel {
     // ones, which the group's first rank alone counts; the norm is the sum over the group.
     s.outside_norm = outside_norm_;
     const auto sum_over_group = [this](double* x) {
-      if (!tensor_) return;
+      if (tensor_size() == 1) return;
       tensor_->order_after_compute();
       tensor_->all_reduce(x, x, 1, reduce_op::sum);
       tensor_->compute_waits();
     };
-    if (tensor_) s.sum_squares = sum_over_group;
+    if (tensor_size() > 1) s.sum_squares = sum_over_group;
     if (stage() == 0) return s;
     for (const unit_shard& u : map_.units())
       s.pieces.push_back({u.shard_begin(rank()), u.shard_begin(rank()) + u.per_rank, u.local});
@@ -448,7 +449,9 @@ class data_parallel {
   /// after a row-parallel GEMM, and a column-parallel one's input gradient).
   template <class T, class D>
   void all_reduce_sum(const tensor<T, D>& t) {
-    if (!tensor_ || t.numel() == 0) return;
+    // A group of one sums nothing: its layers run the split code path without a collective (Megatron's identity
+    // for a tensor-parallel world of one).
+    if (!tensor_ || tensor_size() == 1 || t.numel() == 0) return;
     LOOM_CHECK(t.is_contiguous(), "data_parallel::all_reduce_sum: the tensor must be contiguous");
     tensor_->order_after_compute();
     tensor_->all_reduce(t.data(), t.data(), static_cast<std::size_t>(t.numel()), reduce_op::sum);

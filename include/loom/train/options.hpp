@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../parallel/agreed_error.hpp"
 #include "../parallel/zero.hpp"
 #include "dataset.hpp"
 
@@ -21,11 +22,12 @@ inline std::string absolute_path(const std::string& p) {
 }
 
 /// What a --parallel value names: "none" (one process), "dp" (data parallel), "zero1".."zero3" (ZeRO), "tpN" (tensor
-/// parallel groups of N ranks, the groups data parallel), "tpNxdp" (the same, said explicitly) or "tpNxzeroK"
-/// (ZeRO-K over the groups' replicas).
+/// parallel groups of N ranks, the groups data parallel), "tpNxdp" or "tpNxdpM" (the same, said explicitly; M groups)
+/// or "tpNxzeroK" (ZeRO-K over the groups' replicas).
 struct parallel_layout {
-  int tensor = 0;  ///< ranks per tensor-parallel group (0: no tensor parallelism)
-  int stage = 0;   ///< ZeRO stage over the replicas
+  int tensor = 0;    ///< ranks per tensor-parallel group (0: no tensor parallelism)
+  int stage = 0;     ///< ZeRO stage over the replicas
+  int replicas = 0;  ///< groups "tpNxdpM" names (0: as many as the world makes)
 };
 
 /// Parses a --parallel value; anything else is an error naming it.
@@ -41,18 +43,35 @@ inline parallel_layout parallel_layout_of(const std::string& parallel) {
                               "group (tp2, tp4, tp2xdp, tp2xzero1)");
     rest = x == std::string::npos ? "dp" : rest.substr(x + 1);
   }
+  if (l.tensor > 0 && rest.size() > 2 && rest.starts_with("dp")) {
+    const std::string m = rest.substr(2);
+    const bool digits = m.size() <= 4 && m.find_first_not_of("0123456789") == std::string::npos;
+    l.replicas = digits ? std::stoi(m) : 0;
+    LOOM_CHECK(l.replicas >= 1, "--parallel " + parallel + ": dp must be followed by the number of groups, if any");
+    return l;
+  }
   if (rest == "none" || rest == "dp") {
     LOOM_CHECK(rest == "dp" || l.tensor == 0, "--parallel " + parallel + ": tpN combines with dp or zero1-3");
     return l;
   }
   LOOM_CHECK(rest.size() == 5 && rest.starts_with("zero") && rest[4] >= '1' && rest[4] <= '3',
-             "--parallel must be none, dp, zero1, zero2, zero3, tpN, tpNxdp or tpNxzeroK, got '" + parallel + "'");
+             "--parallel must be none, dp, zero1, zero2, zero3, tpN, tpNxdp[M] or tpNxzeroK, got '" + parallel + "'");
   l.stage = rest[4] - '0';
   return l;
 }
 
 /// The ZeRO stage a --parallel value names: "zeroN" and "tpMxzeroN" -> N, 0 for "none", "dp" and "tpM".
 inline int zero_stage_of(const std::string& parallel) { return parallel_layout_of(parallel).stage; }
+/// Refuses a world that does not make the groups "tpNxdpM" names (`replicas`: the groups the world made). Every rank
+/// finds it alike: an agreed error, reported once.
+inline void check_group_count(const std::string& parallel, int replicas) {
+  const parallel_layout l = parallel_layout_of(parallel);
+  if (l.replicas != 0 && l.replicas != replicas)
+    throw parallel::agreed_error("--parallel " + parallel + ": " + std::to_string(l.replicas) + " groups of " +
+                                 std::to_string(l.tensor) + " ranks need " + std::to_string(l.replicas * l.tensor) +
+                                 " ranks; mpirun started " + std::to_string(replicas * l.tensor));
+}
+
 /// The ranks per tensor-parallel group a --parallel value names (0 without "tpN").
 inline int tensor_size_of(const std::string& parallel) { return parallel_layout_of(parallel).tensor; }
 
