@@ -212,31 +212,11 @@ case_tp() {
     2>"$W/badlora.log" >/dev/null || rc=$?
   [ $rc != 0 ] && grep -q "LoRA adapters are not split across a tensor-parallel group" "$W/badlora.log" ||
     fail "LoRA with tp2 was not refused: $(cat "$W/badlora.log")"
-  # A rank killed inside a tensor-parallel group ends the job.
-  "${MPIRUN[@]}" -np 4 "$LOOM_BERT" $(tp_common) "${LONG[@]}" --parallel tp2xdp --max-steps 100000 \
-    --output "$W/tk" 2>"$W/tk.log" >/dev/null &
-  local job=$! victim t0
-  wait_for_step "$W/tk/metrics.jsonl" 3 $job
-  victim=$(pids_of_ranks $job | sed -n 2p)
-  t0=$SECONDS
-  kill -KILL "$victim"
-  rc=0
-  wait $job || rc=$?
-  local took=$((SECONDS - t0))
-  [ $rc != 0 ] && [ $took -le 60 ] || fail "tp2xdp: rank 1 killed, the job ended with $rc after $took s"
-  # A rank that stops responding inside a group: the others end within --comm-timeout, naming it.
-  "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(tp_common) "${LONG[@]}" --parallel tp2 --max-steps 100000 --comm-timeout 5 \
-    --output "$W/th" 2>"$W/th.log" >/dev/null &
-  job=$!
-  wait_for_step "$W/th/metrics.jsonl" 3 $job
-  victim=$(pids_of_ranks $job | sed -n 2p)
-  t0=$SECONDS
-  kill -STOP "$victim"
-  rc=0
-  wait $job || rc=$?
-  kill -KILL "$victim" 2>/dev/null || true
-  took=$((SECONDS - t0))
-  [ $rc != 0 ] && [ $took -le 30 ] || fail "tp2: rank 1 stopped, the job ended with $rc after $took s"
+  # A rank killed inside a tensor-parallel group ends the job; one that stops responding is named.
+  SIGNAL_NP=4 SIGNAL_ARGS="$(tp_common)" signal_rank1 KILL tp2xdp "$W/tk"
+  [ $TOOK -le 60 ] || fail "tp2xdp: the job took $TOOK s to end after rank 1 was killed"
+  SIGNAL_ARGS="$(tp_common)" signal_rank1 STOP tp2 "$W/th" --comm-timeout 5
+  [ $TOOK -le 30 ] || fail "tp2: the job took $TOOK s to end after rank 1 stopped (--comm-timeout 5)"
   grep -Eq "^loom-bert: error: rank 0: .*rank 1 does not respond" "$W/th.log" ||
     fail "tp2: the error does not name rank 1: $(grep error "$W/th.log")"
   echo "dp_cases tp: 1 = tp2 = tp4 = tp2xdp2 = tp2xzero1 = tp2xzero3 within 1e-5 (accumulation 1/2, optimizer" \
@@ -407,15 +387,14 @@ case_preempt() {
   echo "dp_cases preempt: SIGTERM at step $step -> exit 75, checkpoint-$step; resumed run bit-identical at step 3000"
 }
 
-# signal_rank1 SIGNAL MODE OUT [FLAGS...]: starts an endless 2-rank run (--parallel MODE) into OUT, sends SIGNAL to
-# rank 1 once step 3 is logged, and waits for the job; sets RC (its exit status) and TOOK (seconds from the signal to
-# its end).
+# signal_rank1 SIGNAL MODE OUT [FLAGS...]: starts an endless run of SIGNAL_NP ranks (2) with --parallel MODE (the
+# model and data flags: SIGNAL_ARGS, else `common dropout`) into OUT, sends SIGNAL to rank 1 once step 3 is logged,
+# and waits for the job; sets RC (its exit status) and TOOK (seconds from the signal to its end).
 signal_rank1() {
   local sig=$1 mode=$2 out=$3
   shift 3
-  "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${LONG[@]}" --parallel "$mode" --max-steps 100000 \
-    --output "$out" "$@" \
-    2>"$out.log" >/dev/null &
+  "${MPIRUN[@]}" -np "${SIGNAL_NP:-2}" "$LOOM_BERT" ${SIGNAL_ARGS:-$(common dropout)} "${LONG[@]}" --parallel "$mode" \
+    --max-steps 100000 --output "$out" "$@" 2>"$out.log" >/dev/null &
   local job=$! victim t0
   wait_for_step "$out/metrics.jsonl" 3 $job
   victim=$(pids_of_ranks $job | sed -n 2p)
