@@ -221,7 +221,7 @@ equivalence() {
   for mode in $TP_MODES; do
     tensor=$(tp_size "$mode")
     for n in "${RUN_COUNTS[@]}"; do
-      # One rank only for tp1 (a group of one: its collectives run); tpN needs a multiple of N ranks.
+      # One rank only for tp1 (a group of one: the split code path); tpN needs a multiple of N ranks.
       [ "$n" -gt 1 ] || [ "$tensor" = 1 ] || continue
       if [ $((n % tensor)) != 0 ]; then
         echo "multi_gpu: skipping $mode on $n ranks: they do not form tensor-parallel groups of $tensor"

@@ -57,6 +57,15 @@ run_ok() {
   "$@" 2>"$log" >/dev/null || fail "$* failed: $(tail -n 3 "$log")"
 }
 
+# refused LOG EXPECTED [mpirun ...] loom-bert ARGS...: must fail, its standard error (into LOG) saying EXPECTED.
+refused() {
+  local log=$1 expected=$2 rc=0
+  shift 2
+  "$@" 2>"$log" >/dev/null || rc=$?
+  [ $rc != 0 ] || fail "accepted, expected a refusal: $*"
+  grep -qF -- "$expected" "$log" || fail "the refusal does not say '$expected': $(grep error "$log")"
+}
+
 # compare A B [RTOL]: the two safetensors files agree per tensor. The attention key biases are held to the sum of
 # the run's learning rates instead (20 steps x 3e-4): their gradient is 0 in exact arithmetic, so Adam turns rounding
 # noise into lr-sized steps that differ with any change of summation order (see compare_safetensors.py).
@@ -126,12 +135,8 @@ case_reshard() {
   # A checkpoint that lost a shard is refused before training, on every rank, naming the file.
   cp -r "$W/z4/checkpoint-10" "$W/torn"
   rm "$W/torn/optimizer-2-of-4.safetensors"
-  local rc=0
-  "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 10 --batch-size 4 --parallel zero1 \
-    --resume "$W/torn" --output "$W/torn_out" 2>"$W/torn.log" >/dev/null || rc=$?
-  [ $rc != 0 ] || fail "a checkpoint without optimizer-2-of-4.safetensors was resumed"
-  grep -q "optimizer-2-of-4.safetensors" "$W/torn.log" ||
-    fail "the refusal does not name the shard: $(cat "$W/torn.log")"
+  refused "$W/torn.log" "optimizer-2-of-4.safetensors" "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) \
+    --max-steps 20 --eval-every 10 --batch-size 4 --parallel zero1 --resume "$W/torn" --output "$W/torn_out"
   echo "dp_cases reshard: zero3 at 4 ranks -> zero3, zero2, zero1, dp at 2, one process: within 1e-5 at step 20;" \
     "a lost shard is refused"
 }
@@ -189,29 +194,16 @@ case_tp() {
     compare "$W/$1/checkpoint-20" "$W/$2/checkpoint-20" || fail "$2's optimizer state differs from $1's at step 20"
   done
   # Refusals, before training, naming the numbers.
-  local rc=0
-  "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) --max-steps 2 --batch-size 8 --parallel tp2 --output "$W/bad37" \
-    2>"$W/bad37.log" >/dev/null || rc=$?
-  [ $rc != 0 ] || fail "tp2 of intermediate size 37 was accepted"
-  grep -q "37 features do not split across a tensor-parallel group of 2" "$W/bad37.log" ||
-    fail "the refusal does not name 37 and 2: $(grep error "$W/bad37.log")"
-  rc=0
-  "${MPIRUN[@]}" -np 3 "$LOOM_BERT" $(tp_common) --max-steps 2 --batch-size 8 --parallel tp2 --output "$W/bad3" \
-    2>"$W/bad3.log" >/dev/null || rc=$?
-  [ $rc != 0 ] || fail "tp2 on 3 ranks was accepted"
-  grep -q "3 rank(s) do not form tensor-parallel groups of 2" "$W/bad3.log" ||
-    fail "the refusal does not name 3 and 2: $(grep error "$W/bad3.log")"
-  rc=0
-  "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(tp_common) --max-steps 2 --batch-size 8 --parallel tp2xdp2 --output "$W/bad22" \
-    2>"$W/bad22.log" >/dev/null || rc=$?
-  [ $rc != 0 ] || fail "tp2xdp2 on 2 ranks was accepted"
-  [ "$(grep -c 'error:' "$W/bad22.log")" = 1 ] && grep -q "2 groups of 2 ranks need 4 ranks; mpirun started 2" \
-    "$W/bad22.log" || fail "the refusal of tp2xdp2 on 2 ranks: $(grep error "$W/bad22.log")"
-  rc=0
-  "$LOOM_BERT" $(tp_common) --max-steps 2 --batch-size 8 --parallel tp2 --lora-r 4 --output "$W/badlora" \
-    2>"$W/badlora.log" >/dev/null || rc=$?
-  [ $rc != 0 ] && grep -q "LoRA adapters are not split across a tensor-parallel group" "$W/badlora.log" ||
-    fail "LoRA with tp2 was not refused: $(cat "$W/badlora.log")"
+  refused "$W/bad37.log" "37 features do not split across a tensor-parallel group of 2" \
+    "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) --max-steps 2 --batch-size 8 --parallel tp2 --output "$W/bad37"
+  refused "$W/bad3.log" "3 rank(s) do not form tensor-parallel groups of 2" \
+    "${MPIRUN[@]}" -np 3 "$LOOM_BERT" $(tp_common) --max-steps 2 --batch-size 8 --parallel tp2 --output "$W/bad3"
+  refused "$W/bad22.log" "2 groups of 2 ranks need 4 ranks; mpirun started 2" \
+    "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(tp_common) --max-steps 2 --batch-size 8 --parallel tp2xdp2 --output "$W/bad22"
+  [ "$(grep -c 'error:' "$W/bad22.log")" = 1 ] ||
+    fail "tp2xdp2 on 2 ranks: expected one error line: $(cat "$W/bad22.log")"
+  refused "$W/badlora.log" "LoRA adapters are not split across a tensor-parallel group" \
+    "$LOOM_BERT" $(tp_common) --max-steps 2 --batch-size 8 --parallel tp2 --lora-r 4 --output "$W/badlora"
   # A rank killed inside a tensor-parallel group ends the job; one that stops responding is named.
   SIGNAL_NP=4 SIGNAL_ARGS="$(tp_common)" signal_rank1 KILL tp2xdp "$W/tk"
   [ $TOOK -le 60 ] || fail "tp2xdp: the job took $TOOK s to end after rank 1 was killed"
@@ -281,17 +273,14 @@ case_offload() {
   signal_rank1 KILL zero3 "$W/k.params" --offload params
   [ $TOOK -le 60 ] || fail "zero3 --offload params: the job took $TOOK s to end after rank 1 was killed"
   # What cannot be offloaded is refused before anything runs, naming the flags.
-  local bad want rc
+  local bad want
   for bad in "dp optimizer:--offload optimizer needs --parallel zero1, zero2 or zero3" \
              "zero2 params:--offload params needs --parallel zero3" \
              "none optimizer:--offload optimizer needs --parallel zero1, zero2 or zero3"; do
     want=${bad#*:}
     set -- ${bad%%:*}
-    rc=0
-    "$LOOM_BERT" $(common dropout) --max-steps 2 --batch-size 8 --parallel $1 --offload $2 --output "$W/bad.$1" \
-      2>"$W/bad.$1.log" >/dev/null || rc=$?
-    [ $rc != 0 ] || fail "--parallel $1 --offload $2 was accepted"
-    grep -q -- "$want" "$W/bad.$1.log" || fail "--parallel $1 --offload $2: no '$want' in: $(cat "$W/bad.$1.log")"
+    refused "$W/bad.$1.log" "$want" \
+      "$LOOM_BERT" $(common dropout) --max-steps 2 --batch-size 8 --parallel $1 --offload $2 --output "$W/bad.$1"
     [ ! -e "$W/bad.$1/checkpoint-2" ] || fail "--parallel $1 --offload $2 was refused after training"
   done
   echo "dp_cases offload: zero1-3 --offload optimizer and zero3 --offload params: 1 = 2 = 4 ranks within 1e-5" \
@@ -322,12 +311,9 @@ case_resize() {
   compare "$W/two/checkpoint-20/model.safetensors" "$W/four/checkpoint-20/model.safetensors" ||
     fail "the run saved at 2 ranks and resumed at 4 ended elsewhere than the 2-rank run"
   # A resume that changes the rows per micro-batch is refused, naming the flag.
-  local rc=0
-  "${MPIRUN[@]}" -np 4 "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 10 --batch-size 4 --parallel dp \
-    --resume "$W/two/checkpoint-10" --output "$W/bad" 2>"$W/bad.log" >/dev/null || rc=$?
-  [ $rc != 0 ] || fail "a resume with 4 x 4 rows per micro-batch (saved: 2 x 4) was accepted"
-  grep -q -- "--batch-size 4 x 4 rank(s) = 16 rows per micro-batch (the checkpoint's run: 8)" "$W/bad.log" ||
-    fail "the refusal does not name the batch: $(grep error "$W/bad.log")"
+  refused "$W/bad.log" "--batch-size 4 x 4 rank(s) = 16 rows per micro-batch (the checkpoint's run: 8)" \
+    "${MPIRUN[@]}" -np 4 "$LOOM_BERT" $(common dropout) --max-steps 20 --eval-every 10 --batch-size 4 --parallel dp \
+    --resume "$W/two/checkpoint-10" --output "$W/bad"
   echo "dp_cases resize: saved at 2 ranks, resumed at 4: same parameters within 1e-5; a changed batch is refused"
 }
 
