@@ -460,14 +460,17 @@ class data_parallel {
 
   /// The whole (unsplit) parameters: the store's parameter list with logical shapes, packed in order, and their
   /// fp32 values assembled from every tensor-parallel rank's slices (`values`: this rank's, the store's flat
-  /// layout). Collective over the tensor-parallel group; without one, the store's own list and `values`.
+  /// layout). Collective over the tensor-parallel group; without one, the store's own list and `values`. A rank
+  /// that only joins the collective (`wanted` false: it does not write the model) gets nothing back.
   template <class T, class D>
-  nn::parameter_values whole(const nn::param_store<T, D>& store, const tensor<float, host>& values) {
+  nn::parameter_values whole(const nn::param_store<T, D>& store, const tensor<float, host>& values,
+                             bool wanted = true) {
     const int n = tensor_size();
     if (n == 1) return {store.params(), values};
     const index_t layout = values.numel();
     tensor<float, host> all({layout * n});
     tensor_control_->all_gather(values.data(), all.data(), static_cast<std::size_t>(layout));
+    if (!wanted) return {};
     nn::parameter_values w;
     index_t at = 0;
     for (const nn::param_info& p : store.params()) {

@@ -635,7 +635,7 @@ class trainer {
       const bool whole_model = o_.lora_r == 0, sharded_params = dp().stage() >= 3;
       tensor<float, host> values;
       nn::parameter_values weights;
-      if (whole_model && (lead() || gathered())) weights = dp().whole(model_.params(), master_values());
+      if (whole_model && (lead() || gathered())) weights = dp().whole(model_.params(), master_values(), lead());
       // ZeRO-3 + LoRA: the adapter as the model holds it (the parameters' type, as save_lora_adapter reads it).
       if (!whole_model && sharded_params) values = dp().gather_state(dp().packed_params());
       if (!lead()) {
@@ -667,7 +667,7 @@ class trainer {
     // (whole: the tensor-parallel slices gathered).
     const tensor<float, host> values = master_values();
     if (replicated) check_replicas(values, "parameters at step " + std::to_string(step_));
-    const nn::parameter_values weights = dp().whole(model_.params(), values);
+    const nn::parameter_values weights = dp().whole(model_.params(), values, lead());
     std::string failure;
     const auto attempt = [&](auto&& work) {
       if (failure.empty()) try {
