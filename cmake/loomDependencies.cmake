@@ -5,6 +5,7 @@ find_package(nlohmann_json 3 QUIET)
 find_package(PkgConfig QUIET)
 if(PkgConfig_FOUND)
   pkg_check_modules(UTF8PROC QUIET IMPORTED_TARGET libutf8proc)
+  pkg_check_modules(HTTPLIB QUIET IMPORTED_TARGET cpp-httplib)  # loom-bert serve
 endif()
 find_package(CLI11 QUIET CONFIG)
 # CBLAS through OpenBLAS (Debian: libopenblas-dev provides cblas.h and libopenblas.so).

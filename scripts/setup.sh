@@ -5,9 +5,10 @@
 set -euo pipefail
 
 packages=(
-  cmake ninja-build g++ make git pkg-config python3 python3-pip
+  cmake ninja-build g++ make git pkg-config python3 python3-pip python3-venv
   libboost-mpi-dev libboost-serialization-dev openmpi-bin libopenmpi-dev
   catch2 libbenchmark-dev nlohmann-json3-dev libutf8proc-dev libopenblas-dev libcli11-dev libfmt-dev
+  libcpp-httplib-dev curl  # loom-bert serve (HTTP), and its tests
   clang libclang-rt-dev
   time  # GNU time: wall time and peak memory of each compile (scripts/tu_times.sh)
 )

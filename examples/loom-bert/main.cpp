@@ -17,6 +17,7 @@
 #include "cmd_eval.hpp"      // defines: register_eval
 #include "cmd_info.hpp"      // defines: register_info
 #include "cmd_predict.hpp"   // defines: register_predict
+#include "cmd_serve.hpp"     // defines: register_serve
 #include "cmd_tokenize.hpp"  // defines: register_tokenize
 #include "cmd_train.hpp"     // defines: register_train
 #include "process_place.hpp"    // defines: current_place, abort_world
@@ -65,7 +66,8 @@ int help(const CLI::App& app, const CLI::Error& e) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"loom-bert: BERT tokenization, inspection, training and batch inference with loom", "loom-bert"};
+  CLI::App app{"loom-bert: BERT tokenization, inspection, training, batch inference and serving with loom",
+               "loom-bert"};
   app.require_subcommand(1);
   loom_bert::register_tokenize(app);
   loom_bert::register_train(app);
@@ -74,6 +76,7 @@ int main(int argc, char** argv) {
   loom_bert::register_embed(app);
   loom_bert::register_info(app);
   loom_bert::register_bench(app);
+  loom_bert::register_serve(app);
   loom_bert::register_inspect(app);
   try {
     app.parse(argc, argv);     // subcommand callbacks run inside parse

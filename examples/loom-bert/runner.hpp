@@ -12,6 +12,7 @@
 
 #include <loom/io/bert_config.hpp>
 #include <loom/parallel/policy.hpp>
+#include <loom/serve/model_runner.hpp>
 
 namespace loom_bert {
 
@@ -58,6 +59,15 @@ std::unique_ptr<runner> make_runner(const model_source& src, const std::string& 
 
 // One factory per compiled configuration (defined in runner_*.cpp/.cu).
 std::unique_ptr<runner> make_host_fp32_runner(const model_source& src);
+
+/// A serving runner (loom::serve::bert_runner) on the host, or on CUDA device `gpu` (made current on the calling
+/// thread, which must be the thread that runs it).
+std::unique_ptr<loom::serve::model_runner> make_serve_runner(const model_source& src, const std::string& device,
+                                                             const std::string& precision, int gpu,
+                                                             const loom::serve::runner_options& o);
+std::unique_ptr<loom::serve::model_runner> make_cuda_serve_runner(const model_source& src,
+                                                                  const std::string& precision, int gpu,
+                                                                  const loom::serve::runner_options& o);
 std::unique_ptr<runner> make_cuda_runner(const model_source& src, const std::string& precision);
 
 }  // namespace loom_bert

@@ -3,6 +3,8 @@
 // The host runner (fp32), and the run-time choice between compiled configurations.
 #include "runner_impl.hpp"
 
+#include <loom/serve/bert_runner.hpp>
+
 namespace loom_bert {
 
 std::unique_ptr<runner> make_host_fp32_runner(const model_source& src) {
@@ -13,7 +15,27 @@ std::unique_ptr<runner> make_host_fp32_runner(const model_source& src) {
 std::unique_ptr<runner> make_cuda_runner(const model_source&, const std::string&) {
   throw loom::invalid_argument("--device cuda: this loom-bert was built without CUDA (configure with LOOM_CUDA=ON)");
 }
+std::unique_ptr<loom::serve::model_runner> make_cuda_serve_runner(const model_source&, const std::string&, int,
+                                                                  const loom::serve::runner_options&) {
+  throw loom::invalid_argument("--device cuda: this loom-bert was built without CUDA (configure with LOOM_CUDA=ON)");
+}
 #endif
+
+std::unique_ptr<loom::serve::model_runner> make_serve_runner(const model_source& src, const std::string& device,
+                                                             const std::string& precision, int gpu,
+                                                             const loom::serve::runner_options& o) {
+  LOOM_CHECK(precision == "fp32" || precision == "bf16" || precision == "fp16",
+             "--precision must be fp32, bf16 or fp16, got '" + precision + "'");
+  if (device == "cpu") {
+    LOOM_CHECK(precision == "fp32", "--device cpu runs in fp32 (bf16/fp16 are for --device cuda), got --precision " +
+                                        precision);
+    using impl = runner_impl<loom::precision::fp32, loom::host>;
+    return std::make_unique<loom::serve::bert_runner<loom::precision::fp32, loom::host, impl::policy_t>>(
+        src.config, src.weights, src.classifier, o);
+  }
+  LOOM_CHECK(device == "cuda", "--device must be cpu or cuda, got '" + device + "'");
+  return make_cuda_serve_runner(src, precision, gpu, o);
+}
 
 std::unique_ptr<runner> make_runner(const model_source& src, const std::string& device, const std::string& precision) {
   LOOM_CHECK(precision == "fp32" || precision == "bf16" || precision == "fp16",

@@ -113,3 +113,37 @@ TEST_CASE("bert::model on CUDA: a captured training step and inference replay th
   cudaGraphDestroy(g);
 }
 #endif
+
+TEST_CASE("bert::model: inference at a smaller shape reuses the largest shape's buffers", "[bert][memory]") {
+  const auto cfg = bert::config::load(tiny_a / "config.json");
+  const int dev = std::is_same_v<device, loom::host> ? -1 : 0;
+  fp32_model m(cfg);
+  bert::load_safetensors(m, tiny_a / "model.safetensors");
+  const auto big = make_batch(cfg);
+  // Rows 1-2, first 8 tokens: a smaller shape whose rows are those of `big`, cut (lengths capped at 8).
+  bert::batch<device> small;
+  small.input_ids = contiguous(big.input_ids.slice(0, 1, 3).slice(1, 0, 8));
+  small.token_type_ids = contiguous(big.token_type_ids.slice(0, 1, 3).slice(1, 0, 8));
+  tensor<std::int32_t> small_lengths({2});
+  small_lengths(0) = 8;
+  small_lengths(1) = 8;
+  small.lengths = to<device>(small_lengths);
+  fp32_model fresh(cfg);
+  bert::load_safetensors(fresh, tiny_a / "model.safetensors");
+  fresh.forward(small);
+  const std::vector<float> expected = host_floats(contiguous(fresh.logits()));
+
+  m.forward(big);
+  m.forward(small);
+  m.forward(big);
+  synchronize();
+  const float* big_logits = m.logits().data();
+  const std::size_t before = get_memory_stats(dev).allocations;
+  m.forward(small);
+  m.forward(big);
+  synchronize();
+  CHECK(get_memory_stats(dev).allocations == before);  // no buffer moves between the shapes
+  CHECK(m.logits().data() == big_logits);  // the same addresses: graphs captured for either shape stay valid
+  m.forward(small);
+  CHECK(host_floats(contiguous(m.logits())) == expected);  // what a model that only saw this shape computes
+}

@@ -13,6 +13,7 @@
 #include "../../io/bert_config.hpp"
 #include "../../nn/embedding.hpp"
 #include "../../nn/encoder_layer.hpp"
+#include "../../nn/row_buffers.hpp"
 #include "lora_targets.hpp"
 
 namespace loom::bert {
@@ -148,29 +149,36 @@ class encoder {
     seq_ = seq;
     trained_ = training;
     kept_ = keep;
+    // Inference buffers are views of row_buffers, so CUDA graphs captured for several shapes share them; training
+    // allocates its own and keeps none of those alive.
+    if (training) infer_buffers_.clear();
+    else infer_buffers_.rewind();
+    auto rows_of = [&](index_t n, index_t cols) {
+      return training ? tensor_t({n, cols}) : infer_buffers_.take(n, cols);
+    };
     const index_t N = rows * seq, H = cfg_.hidden_size, heads = cfg_.num_attention_heads;
     const index_t Hl = layers_.front().attention().local_hidden(), Il = layers_.front().ffn().local_intermediate();
     const index_t local_heads = heads / group_.tensor_size();
     const int count = per_layer ? layer_count() : 1;
     acts_.assign(count, {});
-    const tensor_t scratch_h({N, H});  // the attention and feed-forward outputs of every layer
+    const tensor_t scratch_h = rows_of(N, H);  // the attention and feed-forward outputs of every layer
     tensor_t scratch_h1, scratch_inter;  // h1 / inter of the layers that need not keep them
     for (int l = 0; l < count; ++l) {
       typename layer_type::activations& a = acts_[l];
       const bool keep_h1 = !per_layer || keep[2 * l], keep_inter = !per_layer || keep[2 * l + 1];
-      if (!keep_h1 && !scratch_h1.numel()) scratch_h1 = tensor_t({N, H});
-      if (!keep_inter && !scratch_inter.numel()) scratch_inter = tensor_t({N, Il});
-      a.attention.qkv = tensor_t({N, 3 * Hl});
-      a.attention.ctx = tensor_t({N, Hl});
+      if (!keep_h1 && !scratch_h1.numel()) scratch_h1 = rows_of(N, H);
+      if (!keep_inter && !scratch_inter.numel()) scratch_inter = rows_of(N, Il);
+      a.attention.qkv = rows_of(N, 3 * Hl);
+      a.attention.ctx = rows_of(N, Hl);
       a.attention.out = a.ffn.out = scratch_h;
-      a.norm1.out = keep_h1 ? tensor_t({N, H}) : scratch_h1;
-      a.ffn.inter_pre = tensor_t({N, Il});
-      a.ffn.inter = keep_inter ? tensor_t({N, Il}) : scratch_inter;
-      if (per_layer) a.norm2.out = tensor_t({N, H});
+      a.norm1.out = keep_h1 ? rows_of(N, H) : scratch_h1;
+      a.ffn.inter_pre = rows_of(N, Il);
+      a.ffn.inter = keep_inter ? rows_of(N, Il) : scratch_inter;
+      if (per_layer) a.norm2.out = rows_of(N, H);
       if (training) {
         a.attention.lse = tensor<float, Device>({rows, local_heads, seq});
-        a.norm1.sum = tensor_t({N, H});
-        a.norm2.sum = tensor_t({N, H});
+        a.norm1.sum = rows_of(N, H);
+        a.norm2.sum = rows_of(N, H);
         a.norm1.mean = tensor<float, Device>({N});
         a.norm1.rstd = tensor<float, Device>({N});
         a.norm2.mean = tensor<float, Device>({N});
@@ -179,17 +187,17 @@ class encoder {
       if (lora_) {
         const index_t r = lora_->r;
         for (int t = 0; t < 3; ++t)
-          if (lora_on_[t]) a.attention.qkv_lora[t] = tensor_t({N, r});
-        if (lora_on_[layer_type::attention_output]) a.attention.out_lora[0] = tensor_t({N, r});
-        if (lora_on_[layer_type::intermediate]) a.ffn.inter_lora[0] = tensor_t({N, r});
-        if (lora_on_[layer_type::output]) a.ffn.out_lora[0] = tensor_t({N, r});
+          if (lora_on_[t]) a.attention.qkv_lora[t] = rows_of(N, r);
+        if (lora_on_[layer_type::attention_output]) a.attention.out_lora[0] = rows_of(N, r);
+        if (lora_on_[layer_type::intermediate]) a.ffn.inter_lora[0] = rows_of(N, r);
+        if (lora_on_[layer_type::output]) a.ffn.out_lora[0] = rows_of(N, r);
       }
     }
     layer_out_.clear();
     recompute_out_ = {};
     if (training && recompute_) {
       for (int l = 0; l < layer_count(); ++l) layer_out_.emplace_back(shape{N, H});
-      recompute_out_ = tensor_t({N, H});
+      recompute_out_ = rows_of(N, H);
     }
     scratch_layer_ = -1;
     // LoRA scratch: the dropped-out adapter input and its gradient ([N, in] for the widest adapted input), and
@@ -203,10 +211,10 @@ class encoder {
         scratch_.lora.x_drop = tensor_t({N * widest});
         scratch_.lora.dx_drop = tensor_t({N * widest});
       }
-      if (training) scratch_.lora.du = tensor_t({N, static_cast<index_t>(lora_->r)});
+      if (training) scratch_.lora.du = rows_of(N, static_cast<index_t>(lora_->r));
     }
-    if (!training) ping_ = {tensor_t({N, H}), tensor_t({N, H})};
-    embed_acts_.out = tensor_t({N, H});
+    if (!training) ping_ = {rows_of(N, H), rows_of(N, H)};
+    embed_acts_.out = rows_of(N, H);
     if (training) {
       embed_acts_.sum = tensor_t({N, H});
       embed_acts_.mean = tensor<float, Device>({N});
@@ -324,6 +332,7 @@ class encoder {
   tensor_t recompute_out_;           // recomputation: where re-run layers write their output
   int scratch_layer_ = -1;           // recomputation: which layer acts_[0] holds
   std::array<tensor_t, 2> ping_;     // inference: alternating layer outputs
+  nn::row_buffers<T, Device> infer_buffers_;  // inference: what every shape's buffers are views of
   typename embedding_type::activations embed_acts_;
   tensor<std::uint8_t, Device> embed_workspace_;
   nn::encoder_scratch<T, Device> scratch_;

@@ -13,6 +13,7 @@
 
 #include "../../kernels/cross_entropy.hpp"
 #include "../../nn/pooler.hpp"
+#include "../../nn/row_buffers.hpp"
 #include "../../nn/sequence_classifier.hpp"
 #include "../../parallel/zero.hpp"
 #include "encoder.hpp"
@@ -248,8 +249,12 @@ class model {
     seq_ = seq;
     trained_ = pass_.training;
     const index_t H = cfg_.hidden_size, labels = cfg_.num_labels();
-    pooled_ = {tensor_t({rows, H}), tensor_t({rows, H})};
-    if (head_) logits_ = tensor_t({rows, labels});
+    // Inference: views of row_buffers, as the encoder's (CUDA graphs of several shapes share them).
+    if (trained_) infer_buffers_.clear();
+    else infer_buffers_.rewind();
+    auto rows_of = [&](index_t cols) { return trained_ ? tensor_t({rows, cols}) : infer_buffers_.take(rows, cols); };
+    pooled_ = {rows_of(H), rows_of(H)};
+    if (head_) logits_ = rows_of(labels);
     if (trained_) {
       loss_ = tensor<float, Device>(shape{});
       losses_ = tensor<float, Device>({rows});
@@ -282,6 +287,7 @@ class model {
   tensor_t final_out_;
   typename nn::pooler<Precision, parallel_type, Device>::activations pooled_;
   tensor_t logits_;
+  nn::row_buffers<T, Device> infer_buffers_;
   tensor<float, Device> loss_, losses_, probs_;
   tensor_t dlogits_, dpooled_, dpooled_pre_;
 };
