@@ -49,7 +49,7 @@ struct serve_options {
   int port = 8000;
   std::string device = "cpu", precision = "fp32", gpus = "0";
   std::size_t max_batch = 64, max_queue = 4096, threads = 512, runners = 0;
-  std::int64_t max_delay_us = 0, max_seq_len = 128;
+  std::int64_t max_delay_us = 0, max_seq_len = 0;  // 0: 128, or the model's positions when fewer
   request_limits limits;
   std::int64_t timeout_ms = 10000;
   double drain_timeout_s = 30;
@@ -103,8 +103,9 @@ inline std::vector<int> parse_gpus(const std::string& list) {
 inline std::unique_ptr<loom::serve::model_service> load_served_model(const served_model& m, const serve_options& o,
                                                                      loom::serve::metrics& metrics) {
   auto cfg = loom::io::bert_config::load(m.dir / "config.json");
-  LOOM_CHECK(o.max_seq_len >= 3 && o.max_seq_len <= cfg.max_position_embeddings,
-             "--max-seq-len " + std::to_string(o.max_seq_len) + " must be within 3 and model " + m.name +
+  const std::int64_t max_seq = o.max_seq_len ? o.max_seq_len : std::min<std::int64_t>(128, cfg.max_position_embeddings);
+  LOOM_CHECK(max_seq >= 3 && max_seq <= cfg.max_position_embeddings,
+             "--max-seq-len " + std::to_string(max_seq) + " must be within 3 and model " + m.name +
                  "'s max_position_embeddings " + std::to_string(cfg.max_position_embeddings));
   loom::io::wordpiece_options wo;
   if (std::filesystem::exists(m.dir / "tokenizer_config.json"))
@@ -116,7 +117,7 @@ inline std::unique_ptr<loom::serve::model_service> load_served_model(const serve
   model_source src{cfg, m.dir / "model.safetensors", classifies};
   loom::serve::runner_options ro;
   ro.max_rows = static_cast<std::int64_t>(o.max_batch);
-  ro.max_seq = o.max_seq_len;
+  ro.max_seq = max_seq;
   ro.graphs = !o.no_graphs;
   std::vector<loom::serve::runner_slot> slots;
   // Runners per device: on a GPU, two by default, so that one's host work (forming the batch, uploading it,
@@ -135,7 +136,7 @@ inline std::unique_ptr<loom::serve::model_service> load_served_model(const serve
   so.batching.max_batch = o.max_batch;
   so.batching.max_delay = std::chrono::microseconds(o.max_delay_us);
   so.batching.max_queue = o.max_queue;
-  so.batching.max_length = o.max_seq_len;
+  so.batching.max_length = max_seq;
   return std::make_unique<loom::serve::model_service>(m.name, cfg, std::move(tok), classifies, std::move(slots), so,
                                                       metrics);
 }
@@ -267,8 +268,8 @@ inline void register_serve(CLI::App& app) {
   sub->add_option("--max-delay-us", o->max_delay_us, "how long a text may wait for others to batch with (0: a free "
                                                      "runner takes what waits; batches form while the GPU is busy)")
       ->capture_default_str();
-  sub->add_option("--max-seq-len", o->max_seq_len, "tokens per text at most (longer texts are cut, as predict does)")
-      ->capture_default_str();
+  sub->add_option("--max-seq-len", o->max_seq_len, "tokens per text at most, longer texts are cut as predict cuts "
+                                                   "them (default 128, or the model's positions when fewer)");
   sub->add_option("--max-queue", o->max_queue, "texts waiting per model at most; beyond it requests get 503")
       ->capture_default_str();
   sub->add_option("--threads", o->threads, "HTTP worker threads (each open connection holds one)")
