@@ -48,12 +48,13 @@ struct serve_options {
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string device = "cpu", precision = "fp32", gpus = "0";
-  std::size_t max_batch = 64, max_queue = 4096, threads = 512, runners = 0;
+  std::size_t max_batch = 64, max_queue = 4096, threads = 512, runners = 1;
   std::int64_t max_delay_us = 0, max_seq_len = 0;  // 0: 128, or the model's positions when fewer
   request_limits limits;
   std::int64_t timeout_ms = 10000;
   double drain_timeout_s = 30;
   bool no_graphs = false;
+  std::size_t early_rows = 32;  // measured on an H100: 1, 32, 64 gave 44.5k, 48.1k, 40.1k BERT-base texts/s
 };
 
 /// One --model: NAME=DIR, or DIR (named by its folder).
@@ -99,7 +100,7 @@ inline std::vector<int> parse_gpus(const std::string& list) {
   return gpus;
 }
 
-/// Loads one model on its runners: one per GPU, or `runners` on the host.
+/// Loads one model on its runners: `runners` per GPU, or on the host.
 inline std::unique_ptr<loom::serve::model_service> load_served_model(const served_model& m, const serve_options& o,
                                                                      loom::serve::metrics& metrics) {
   auto cfg = loom::io::bert_config::load(m.dir / "config.json");
@@ -120,9 +121,9 @@ inline std::unique_ptr<loom::serve::model_service> load_served_model(const serve
   ro.max_seq = max_seq;
   ro.graphs = !o.no_graphs;
   std::vector<loom::serve::runner_slot> slots;
-  // Runners per device: on a GPU, two by default, so that one's host work (forming the batch, uploading it,
-  // handing results back) overlaps the other's graph, as Triton's instance groups do (each holds its own weights).
-  const std::size_t runners = o.runners ? o.runners : o.device == "cuda" ? 2 : 1;
+  // Runners per device, each with its own weights (Triton's instance groups). One is enough on a GPU: it keeps two
+  // batches in flight, forming and uploading the next while the GPU runs the previous.
+  const std::size_t runners = o.runners;
   if (o.device == "cuda") {
     for (int g : parse_gpus(o.gpus))
       for (std::size_t i = 0; i < runners; ++i)
@@ -137,6 +138,7 @@ inline std::unique_ptr<loom::serve::model_service> load_served_model(const serve
   so.batching.max_delay = std::chrono::microseconds(o.max_delay_us);
   so.batching.max_queue = o.max_queue;
   so.batching.max_length = max_seq;
+  so.early_rows = o.early_rows;
   return std::make_unique<loom::serve::model_service>(m.name, cfg, std::move(tok), classifies, std::move(slots), so,
                                                       metrics);
 }
@@ -146,7 +148,8 @@ inline void run_serve(serve_options o) {
   LOOM_CHECK(o.device == "cuda" || o.gpus == "0", "--gpus is for --device cuda");
   LOOM_CHECK(o.max_batch >= 1 && o.max_queue >= o.max_batch,
              "--max-batch must be at least 1 and --max-queue at least --max-batch");
-  LOOM_CHECK(o.threads >= 2, "--threads must be at least 2");
+  LOOM_CHECK(o.threads >= 2 && o.runners >= 1 && o.early_rows >= 1,
+             "--threads must be at least 2, --runners and --early-rows at least 1");
   LOOM_CHECK(o.max_delay_us >= 0 && o.timeout_ms > 0 && o.drain_timeout_s > 0,
              "--max-delay-us must be >= 0, --request-timeout-ms and --drain-timeout positive");
   std::vector<served_model> named;
@@ -274,8 +277,8 @@ inline void register_serve(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--threads", o->threads, "HTTP worker threads (each open connection holds one)")
       ->capture_default_str();
-  sub->add_option("--runners", o->runners, "model runners per device (each its own weights and CUDA graphs; default "
-                                          "2 per GPU, 1 on the CPU)");
+  sub->add_option("--runners", o->runners, "model runners per device, each with its own weights and CUDA graphs")
+      ->capture_default_str();
   sub->add_option("--max-body-bytes", o->limits.max_body_bytes, "request body size limit")->capture_default_str();
   sub->add_option("--max-texts", o->limits.max_texts, "texts per request at most")->capture_default_str();
   sub->add_option("--max-text-chars", o->limits.max_text_chars, "characters per text at most")->capture_default_str();
@@ -284,6 +287,9 @@ inline void register_serve(CLI::App& app) {
   sub->add_option("--drain-timeout", o->drain_timeout_s, "seconds to finish in-flight requests after SIGTERM")
       ->capture_default_str();
   sub->add_flag("--no-graphs", o->no_graphs, "run every batch eagerly instead of replaying CUDA graphs");
+  sub->add_option("--early-rows", o->early_rows, "while a batch runs, form the next one early only when it has this "
+                                                 "many texts (smaller ones wait for the pass to end, and grow)")
+      ->capture_default_str();
   sub->callback([o] { run_serve(*o); });
 }
 

@@ -71,19 +71,20 @@ class dynamic_batcher {
         ready_.wait(lock);
         continue;
       }
-      auto chosen = buckets_.end();
-      for (auto it = buckets_.begin(); it != buckets_.end(); ++it) {
-        if (it->second.empty()) continue;
-        if (it->second.size() >= o_.max_batch) {  // a full batch goes at once
-          chosen = it;
-          break;
-        }
-        if (chosen == buckets_.end() || it->second.front().enqueued() < chosen->second.front().enqueued()) chosen = it;
-      }
-      const clock::time_point due = chosen->second.front().enqueued() + o_.max_delay;
-      if (chosen->second.size() >= o_.max_batch || closed_ || clock::now() >= due) return take(chosen->second);
+      auto [chosen, due] = pick();
+      if (chosen != buckets_.end()) return take(chosen->second);
       ready_.wait_until(lock, due);
     }
+  }
+
+  /// The next batch if one is due now and holds at least `min_rows` rows (or the queue is closed); else empty, at
+  /// once. A runner with a batch in flight asks for the next one without waiting.
+  std::vector<Row> try_next(std::size_t min_rows = 1) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (depth_ == 0) return {};
+    auto [chosen, due] = pick();
+    if (chosen == buckets_.end() || (chosen->second.size() < min_rows && !closed_)) return {};
+    return take(chosen->second);
   }
 
   /// No more pushes; next() hands out what is queued, then returns empty batches.
@@ -102,6 +103,22 @@ class dynamic_batcher {
   }
 
  private:
+  using bucket_map = std::map<std::pair<int, std::int64_t>, std::deque<Row>>;  // (group, length bucket) -> rows
+
+  /// Under the lock, with rows queued: the bucket that is due now (a full one first, else the one whose oldest row
+  /// is oldest, once it has waited max_delay or the queue is closed), or end() and when the oldest will be due.
+  std::pair<typename bucket_map::iterator, clock::time_point> pick() {
+    auto chosen = buckets_.end();
+    for (auto it = buckets_.begin(); it != buckets_.end(); ++it) {
+      if (it->second.empty()) continue;
+      if (it->second.size() >= o_.max_batch) return {it, clock::now()};  // a full batch goes at once
+      if (chosen == buckets_.end() || it->second.front().enqueued() < chosen->second.front().enqueued()) chosen = it;
+    }
+    const clock::time_point due = chosen->second.front().enqueued() + o_.max_delay;
+    if (closed_ || clock::now() >= due) return {chosen, due};
+    return {buckets_.end(), due};
+  }
+
   std::vector<Row> take(std::deque<Row>& q) {
     const std::size_t n = std::min(q.size(), o_.max_batch);
     std::vector<Row> batch;
@@ -119,7 +136,7 @@ class dynamic_batcher {
   batcher_options o_;
   mutable std::mutex mutex_;
   std::condition_variable ready_;
-  std::map<std::pair<int, std::int64_t>, std::deque<Row>> buckets_;  // (group, length bucket) -> rows
+  bucket_map buckets_;
   std::size_t depth_ = 0;
   bool closed_ = false;
 };

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -54,8 +55,11 @@ class bert_runner final : public model_runner {
 #if LOOM_CUDA_COMPILER
     if constexpr (std::is_same_v<Device, cuda>) {
       LOOM_CUDA_CHECK(cudaGetDevice(&device_));
-      staging_ = pinned<std::int32_t>(o_.max_rows * (2 * o_.max_seq + 1));
-      logits_host_ = pinned<T>(o_.max_rows * cfg.num_labels());
+      for (int k = 0; k < 2; ++k) {
+        staging_[k] = pinned<std::int32_t>(o_.max_rows * (2 * o_.max_seq + 1));
+        logits_host_[k] = pinned<T>(o_.max_rows * cfg.num_labels());
+        LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&downloaded_[k], cudaEventDisableTiming));
+      }
       ids_ = tensor<std::int32_t, Device>({o_.max_rows * o_.max_seq});
       types_ = tensor<std::int32_t, Device>({o_.max_rows * o_.max_seq});
       lengths_ = tensor<std::int32_t, Device>({o_.max_rows});
@@ -65,7 +69,7 @@ class bert_runner final : public model_runner {
       largest.input_ids.assign(static_cast<std::size_t>(o_.max_rows * o_.max_seq), 0);
       largest.token_type_ids = largest.input_ids;
       largest.lengths.assign(static_cast<std::size_t>(o_.max_rows), static_cast<std::int32_t>(o_.max_seq));
-      upload(largest, o_.max_rows, o_.max_seq);
+      upload(largest, o_.max_rows, o_.max_seq, 0);
       model_.forward(inputs(o_.max_rows, o_.max_seq));
       if (o_.graphs && o_.warm_up) {
         for (std::int64_t s = seq_bucket(1);; s = seq_bucket(s + 1)) {
@@ -81,21 +85,26 @@ class bert_runner final : public model_runner {
   ~bert_runner() override {
 #if LOOM_CUDA_COMPILER
     for (auto& [shape, exec] : graphs_) cudaGraphExecDestroy(exec);
+    for (cudaEvent_t e : downloaded_)
+      if (e) cudaEventDestroy(e);
 #endif
   }
 
   const model_t& model() const { return model_; }
 
-  void run(const token_rows& b, output what, std::vector<float>& out) override {
+  void submit(const token_rows& b, output what) override {
     LOOM_CHECK(b.rows >= 1 && b.seq >= 1 && b.rows <= o_.max_rows && b.seq <= o_.max_seq,
                "bert_runner: a batch of " + std::to_string(b.rows) + " x " + std::to_string(b.seq) +
                    " is outside the reserved " + std::to_string(o_.max_rows) + " x " + std::to_string(o_.max_seq));
     LOOM_CHECK(what != output::logits || model_.has_classifier(), "bert_runner: the model has no classification head");
+    LOOM_CHECK(static_cast<int>(flight_.size()) < depth(), "bert_runner: submit with " + std::to_string(depth()) +
+                                                               " batches in flight (collect first)");
+    in_flight f{b.rows, what, {}, 0};
     if constexpr (std::is_same_v<Device, host>) {
       const bert::batch<host> d = host_batch(b);
       last_lengths_ = d.lengths;
       model_.forward(d);
-      extract(b.rows, what, out);
+      extract(b.rows, what, f.out);
     } else {
 #if LOOM_CUDA_COMPILER
       stream_guard guard(stream_);
@@ -103,13 +112,44 @@ class bert_runner final : public model_runner {
       const auto buckets = row_buckets(o_.max_rows);
       const std::int64_t R = o_.graphs ? *std::lower_bound(buckets.begin(), buckets.end(), b.rows) : b.rows;
       const std::int64_t S = o_.graphs ? seq_bucket(b.seq) : b.seq;
-      upload(b, R, S);
+      f.slot = static_cast<int>(submitted_++ % 2);
+      upload(b, R, S, f.slot);
       if (o_.graphs) LOOM_CUDA_CHECK(cudaGraphLaunch(graph_for(R, S), stream_));
       else model_.forward(inputs(R, S));
-      extract(b.rows, what, out);
+      if (what == output::logits) {
+        // Downloaded behind the pass on the same stream, before the next batch's pass overwrites the logits.
+        const std::size_t n = static_cast<std::size_t>(b.rows * model_.cfg().num_labels());
+        LOOM_CUDA_CHECK(cudaMemcpyAsync(logits_host_[f.slot].get(), model_.logits().data(), n * sizeof(T),
+                                        cudaMemcpyDeviceToHost, stream_));
+        LOOM_CUDA_CHECK(cudaEventRecord(downloaded_[f.slot], stream_));
+      } else {
+        extract(b.rows, what, f.out);  // embeddings: pooled and downloaded now
+      }
 #endif
     }
+    flight_.push_back(std::move(f));
   }
+
+  void collect(std::vector<float>& out) override {
+    LOOM_CHECK(!flight_.empty(), "bert_runner: collect without a batch in flight");
+    in_flight f = std::move(flight_.front());
+    flight_.pop_front();
+#if LOOM_CUDA_COMPILER
+    if constexpr (std::is_same_v<Device, cuda>) {
+      if (f.what == output::logits) {
+        LOOM_CUDA_CHECK(cudaEventSynchronize(downloaded_[f.slot]));
+        const std::size_t n = static_cast<std::size_t>(f.rows * model_.cfg().num_labels());
+        out.resize(n);
+        for (std::size_t i = 0; i < n; ++i) out[i] = convert<float>(logits_host_[f.slot][i]);
+        return;
+      }
+    }
+#endif
+    out = std::move(f.out);
+  }
+
+  /// CUDA: two batches (the next one's upload and launch overlap the previous one's pass); the host runs one.
+  int depth() const override { return std::is_same_v<Device, host> ? 1 : 2; }
 
   std::int64_t device_bytes_in_use() const override {
     if constexpr (std::is_same_v<Device, host>) return 0;
@@ -131,19 +171,6 @@ class bert_runner final : public model_runner {
 
   /// The rows' outputs, as floats.
   void extract(std::int64_t rows, output what, std::vector<float>& out) {
-#if LOOM_CUDA_COMPILER
-    if constexpr (std::is_same_v<Device, cuda>) {
-      if (what == output::logits) {  // the common case: one small download into page-locked memory, one wait
-        const std::size_t n = static_cast<std::size_t>(rows * model_.cfg().num_labels());
-        LOOM_CUDA_CHECK(cudaMemcpyAsync(logits_host_.get(), model_.logits().data(), n * sizeof(T),
-                                        cudaMemcpyDeviceToHost, stream_));
-        LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
-        out.resize(n);
-        for (std::size_t i = 0; i < n; ++i) out[i] = convert<float>(logits_host_[i]);
-        return;
-      }
-    }
-#endif
     tensor<T, Device> result;
     if (what == output::logits) {
       result = model_.logits().slice(0, 0, rows);
@@ -187,10 +214,11 @@ class bert_runner final : public model_runner {
 
   /// Copies b into the reserved inputs as R >= b.rows rows of S >= b.seq tokens (padding id 0; the extra rows
   /// repeat row 0).
-  void upload(const token_rows& b, std::int64_t R, std::int64_t S) {
+  void upload(const token_rows& b, std::int64_t R, std::int64_t S, int slot) {
     const std::size_t total = static_cast<std::size_t>(R * S);
-    // Page-locked staging: the copies are asynchronous (the previous batch's were waited for by its download).
-    std::int32_t* ids = staging_.get();
+    // Page-locked staging, one per batch in flight: the copies are asynchronous, and the slot's previous batch was
+    // collected (its copies done) before this one was submitted.
+    std::int32_t* ids = staging_[slot].get();
     std::int32_t* types = ids + o_.max_rows * o_.max_seq;
     std::int32_t* lengths = types + o_.max_rows * o_.max_seq;
     std::fill_n(ids, total, 0);
@@ -239,9 +267,20 @@ class bert_runner final : public model_runner {
 
   cuda_stream stream_;  // capture needs a stream of its own
   std::map<std::pair<std::int64_t, std::int64_t>, cudaGraphExec_t> graphs_;
-  std::unique_ptr<std::int32_t[], free_host> staging_;  // ids, type ids, lengths of the batch being uploaded
-  std::unique_ptr<T[], free_host> logits_host_;         // the batch's logits, downloaded
+  // Per batch in flight (slot = submission count % 2): its staged ids, type ids and lengths, its downloaded logits,
+  // and the event after that download.
+  std::unique_ptr<std::int32_t[], free_host> staging_[2];
+  std::unique_ptr<T[], free_host> logits_host_[2];
+  cudaEvent_t downloaded_[2] = {nullptr, nullptr};
+  std::uint64_t submitted_ = 0;
 #endif
+  struct in_flight {
+    std::int64_t rows;
+    output what;
+    std::vector<float> out;  // the host backend's outputs, and embeddings (extracted at submit)
+    int slot;
+  };
+  std::deque<in_flight> flight_;
 
   model_t model_;
   runner_options o_;

@@ -42,14 +42,26 @@ inline std::vector<std::int64_t> row_buckets(std::int64_t max_rows) {
 }
 
 /// A model on one device, run by one thread (the thread that created it: a CUDA runner is bound to the device
-/// that was current then).
+/// that was current then). Batches are submitted and collected in order; up to depth() may be in flight, so that
+/// the thread forms and uploads the next batch while the device runs the previous one.
 class model_runner {
  public:
   virtual ~model_runner() = default;
-  /// Runs `b`; `out` receives [b.rows, width] floats (width: num_labels for logits, hidden_size otherwise).
-  virtual void run(const token_rows& b, output what, std::vector<float>& out) = 0;
+  /// Starts `b` (a CUDA runner enqueues it and returns); `b` may be reused at once.
+  virtual void submit(const token_rows& b, output what) = 0;
+  /// The oldest submitted batch's outputs: [rows, width] floats (width: num_labels for logits, hidden_size
+  /// otherwise).
+  virtual void collect(std::vector<float>& out) = 0;
+  /// Batches that may be in flight at once.
+  virtual int depth() const { return 1; }
   /// Device memory this runner's device has in use, in bytes (0 on the host).
   virtual std::int64_t device_bytes_in_use() const { return 0; }
+
+  /// submit + collect.
+  void run(const token_rows& b, output what, std::vector<float>& out) {
+    submit(b, what);
+    collect(out);
+  }
 };
 
 }  // namespace loom::serve

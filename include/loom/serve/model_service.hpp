@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -37,6 +38,9 @@ struct runner_slot {
 
 struct service_options {
   batcher_options batching;  ///< batching.max_length is the longest row: texts are cut to it, as predict cuts them
+  /// While a batch is in flight, the next one is formed early (overlapping the device's pass) only when it has at
+  /// least this many rows; a smaller one waits for the pass to end, and grows meanwhile.
+  std::size_t early_rows = 1;
 };
 
 /// How a request ended.
@@ -187,55 +191,85 @@ class model_service {
     token_rows b;
     std::vector<float> out;
     std::vector<double> waited;
-    for (;;) {
-      std::vector<row> batch = batcher_.next();
-      if (batch.empty()) break;
-      std::erase_if(batch, [](const row& x) { return x.req->abandoned.load(); });
-      if (batch.empty()) continue;
-      const clock::time_point start = clock::now();
-      std::int64_t seq = 0, tokens = 0;
-      waited.clear();
-      for (const row& x : batch) {
-        seq = std::max(seq, x.length());
-        tokens += x.length();
-        waited.push_back(std::chrono::duration<double>(start - x.at).count());
-      }
-      metrics_.observe_all("loom_queue_time_seconds", l, waited);
-      b.rows = static_cast<std::int64_t>(batch.size());
-      b.seq = seq;
-      b.input_ids.assign(static_cast<std::size_t>(b.rows * seq), 0);
-      b.token_type_ids.assign(b.input_ids.size(), 0);
-      b.lengths.resize(batch.size());
-      for (std::size_t i = 0; i < batch.size(); ++i) {
-        std::copy(batch[i].ids.begin(), batch[i].ids.end(), b.input_ids.begin() + static_cast<std::ptrdiff_t>(i * seq));
-        std::copy(batch[i].types.begin(), batch[i].types.end(),
-                  b.token_type_ids.begin() + static_cast<std::ptrdiff_t>(i * seq));
-        b.lengths[i] = static_cast<std::int32_t>(batch[i].length());
-      }
-      std::string failure;
-      try {
-        r->run(b, static_cast<output>(batch.front().what), out);
-      } catch (const std::exception& e) {
-        failure = e.what();
-        std::fprintf(stderr, "loom-bert serve: model %s on %s: a batch of %zu failed: %s\n", name_.c_str(),
-                     slot.device.c_str(), batch.size(), e.what());
-      }
-      metrics_.observe("loom_batch_size", l, static_cast<double>(batch.size()));
-      metrics_.add("loom_tokens_total", l, static_cast<double>(tokens));
-      metrics_.add("loom_texts_total", l, static_cast<double>(batch.size()));
-      memory_gauge();
-      const std::size_t width = batch.empty() || failure.size() ? 0 : out.size() / batch.size();
-      for (std::size_t i = 0; i < batch.size(); ++i) {
-        pending& p = *batch[i].req;
+    struct submitted {
+      std::vector<row> rows;
+      std::string failure;  // submit failed: collect nothing, fail the rows
+    };
+    std::deque<submitted> flight;  // submitted, not yet collected (oldest first)
+    const auto deliver = [&](submitted& done, const std::string& failure) {
+      const std::size_t width = failure.empty() ? out.size() / done.rows.size() : 0;
+      for (std::size_t i = 0; i < done.rows.size(); ++i) {
+        pending& p = *done.rows[i].req;
         std::lock_guard<std::mutex> lock(p.mutex);
         if (failure.empty()) {
-          p.rows[batch[i].index].assign(out.begin() + static_cast<std::ptrdiff_t>(i * width),
-                                        out.begin() + static_cast<std::ptrdiff_t>((i + 1) * width));
+          p.rows[done.rows[i].index].assign(out.begin() + static_cast<std::ptrdiff_t>(i * width),
+                                            out.begin() + static_cast<std::ptrdiff_t>((i + 1) * width));
         } else {
           p.failure = failure;
         }
         if (--p.remaining == 0) p.done.notify_all();
       }
+    };
+    for (;;) {
+      // With nothing in flight, wait for a batch; with room for another, take one only if it is due now;
+      // otherwise collect the oldest (the device ran it while this thread formed and submitted the next).
+      std::vector<row> batch;
+      if (flight.empty()) {
+        batch = batcher_.next();
+        if (batch.empty()) break;  // closed and drained
+      } else if (static_cast<int>(flight.size()) < r->depth()) {
+        batch = batcher_.try_next(o_.early_rows);
+      }
+      std::erase_if(batch, [](const row& x) { return x.req->abandoned.load(); });
+      if (!batch.empty()) {
+        const clock::time_point start = clock::now();
+        std::int64_t seq = 0, tokens = 0;
+        waited.clear();
+        for (const row& x : batch) {
+          seq = std::max(seq, x.length());
+          tokens += x.length();
+          waited.push_back(std::chrono::duration<double>(start - x.at).count());
+        }
+        metrics_.observe_all("loom_queue_time_seconds", l, waited);
+        b.rows = static_cast<std::int64_t>(batch.size());
+        b.seq = seq;
+        b.input_ids.assign(static_cast<std::size_t>(b.rows * seq), 0);
+        b.token_type_ids.assign(b.input_ids.size(), 0);
+        b.lengths.resize(batch.size());
+        for (std::size_t i = 0; i < batch.size(); ++i) {
+          const auto at = static_cast<std::ptrdiff_t>(i * static_cast<std::size_t>(seq));
+          std::copy(batch[i].ids.begin(), batch[i].ids.end(), b.input_ids.begin() + at);
+          std::copy(batch[i].types.begin(), batch[i].types.end(), b.token_type_ids.begin() + at);
+          b.lengths[i] = static_cast<std::int32_t>(batch[i].length());
+        }
+        std::string failure;
+        try {
+          r->submit(b, static_cast<output>(batch.front().what));
+        } catch (const std::exception& e) {
+          failure = e.what();
+        }
+        metrics_.observe("loom_batch_size", l, static_cast<double>(batch.size()));
+        metrics_.add("loom_tokens_total", l, static_cast<double>(tokens));
+        metrics_.add("loom_texts_total", l, static_cast<double>(batch.size()));
+        flight.push_back({std::move(batch), std::move(failure)});
+        continue;
+      }
+      if (flight.empty()) continue;  // every row of the batch had been abandoned
+      submitted done = std::move(flight.front());
+      flight.pop_front();
+      std::string failure = done.failure;
+      if (failure.empty()) {
+        try {
+          r->collect(out);
+        } catch (const std::exception& e) {
+          failure = e.what();
+        }
+      }
+      if (!failure.empty())
+        std::fprintf(stderr, "loom-bert serve: model %s on %s: a batch of %zu failed: %s\n", name_.c_str(),
+                     slot.device.c_str(), done.rows.size(), failure.c_str());
+      deliver(done, failure);
+      memory_gauge();
     }
   }
 

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <deque>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -95,6 +96,22 @@ TEST_CASE("serve::dynamic_batcher: one length bucket and one group per batch, a 
   CHECK_FALSE(b.push(late));  // closed
 }
 
+TEST_CASE("serve::dynamic_batcher::try_next never waits, and takes a batch early only with min_rows", "[serve]") {
+  serve::batcher_options o;
+  o.max_batch = 8;
+  serve::dynamic_batcher<test_row> b(o);
+  CHECK(b.try_next().empty());
+  auto three = rows_of({5, 6, 7});
+  REQUIRE(b.push(three));
+  CHECK(b.try_next(4).empty());  // a runner with a batch in flight lets these grow
+  CHECK(b.depth() == 3);
+  CHECK(b.try_next(3).size() == 3);
+  auto two = rows_of({5, 6});
+  REQUIRE(b.push(two));
+  b.close();
+  CHECK(b.try_next(100).size() == 2);  // closed: what is left goes
+}
+
 TEST_CASE("serve::dynamic_batcher: a lone row waits max_delay for company, then goes alone", "[serve]") {
   serve::batcher_options o;
   o.max_batch = 8;
@@ -153,18 +170,25 @@ namespace {
 class echo_runner final : public serve::model_runner {
  public:
   explicit echo_runner(std::atomic<int>& batches) : batches_(batches) {}
-  void run(const serve::token_rows& b, serve::output, std::vector<float>& out) override {
+  void submit(const serve::token_rows& b, serve::output) override {
     ++batches_;
-    out.clear();
+    std::vector<float> out;
     for (std::int64_t r = 0; r < b.rows; ++r) {
       double sum = 0;
       for (std::int64_t s = 0; s < b.lengths[r]; ++s) sum += b.input_ids[r * b.seq + s];
       out.insert(out.end(), {static_cast<float>(b.lengths[r]), static_cast<float>(sum), static_cast<float>(b.seq)});
     }
+    flight_.push_back(std::move(out));
   }
+  void collect(std::vector<float>& out) override {
+    out = std::move(flight_.front());
+    flight_.pop_front();
+  }
+  int depth() const override { return 2; }  // as a GPU runner: the service keeps two batches in flight
 
  private:
   std::atomic<int>& batches_;
+  std::deque<std::vector<float>> flight_;
 };
 
 }  // namespace
