@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Data parallelism, ZeRO and tensor parallelism on 2 and 4 GPUs, in one device call (docs/distributed.md):
+# Data parallelism, ZeRO, tensor parallelism and serving on 2 and 4 GPUs, in one device call (docs/distributed.md,
+# docs/serving.md):
 #   bash .devrun/run.sh bash scripts/bench/multi_gpu.sh            (on nvidia-h200-x2 or nvidia-h200-x4)
 # (a) Equivalence: the same short fp32 fine-tune (tiny_a fixture, or MODEL=folder, e.g. MiniLM; 20 steps, dropout on,
 #     global batch 16) on 1 GPU without --parallel and under `mpirun -np N ... --parallel MODE --device cuda` with
@@ -32,7 +33,7 @@
 #     run; ">=B": every batch tried ran, or the time limit came first). One table per size. Every run is cut at 300 s,
 #     and none is started past TIME_LIMIT seconds after the script's start (default 560: the device tool's 10-minute
 #     call, with (a) and (b) in it); what that leaves out is named, shown as "-", and the tables are still printed. For
-#     complete fits run (c) in a call of its own (SKIP_EQUIV=1 SKIP_SCALING=1 SKIP_TP=1 SKIP_TP_INFER=1).
+#     complete fits run (c) in a call of its own (SKIP_EQUIV=1 SKIP_SCALING=1 SKIP_TP=1 SKIP_TP_INFER=1 SKIP_SERVE=1).
 # (d) Tensor parallel: for each size of SIZES (large first), rank count and MODE of TP_BENCH_MODES (dp tp2 tp4 tp2xdp;
 #     a tpN mode runs on the rank counts that are multiples of N, the others are named and skipped), `loom-bert bench
 #     --train --parallel MODE --size SIZE --batch B --seq 128 --precision bf16 --max-grad-norm 1` under mpirun, ITERS
@@ -43,7 +44,7 @@
 #     dp at ZERO_BATCH is (c)'s timed run: taken from it when (c) ran in the same call. No `info` plan (it takes no tp
 #     modes) and no PyTorch beside it: there is no PyTorch tensor-parallel baseline in ../shared/bench (hf_bert_ddp.py
 #     runs DDP and FSDP2 only). Cut by TIME_LIMIT like (c): after (c)'s fits there is little time left, so run (d) in
-#     a call of its own for complete figures (SKIP_EQUIV=1 SKIP_SCALING=1 SKIP_ZERO=1 SKIP_TP_INFER=1).
+#     a call of its own for complete figures (SKIP_EQUIV=1 SKIP_SCALING=1 SKIP_ZERO=1 SKIP_TP_INFER=1 SKIP_SERVE=1).
 # (e) Tensor-parallel inference latency: for each size of SIZES (large first) and MODE of TP_INFER_MODES (none tp1 tp2
 #     tp4; none: one process on GPU 0, without mpirun or --parallel; tpN: `mpirun -np N`, exactly one tensor-parallel
 #     group, so the figures are one batch's latency; a tpN with N above the GPUs of the machine, or a mode that is
@@ -54,7 +55,22 @@
 #     it: ../shared/bench has no tensor-parallel baseline (hf_bert_ddp.py trains, with DDP or FSDP2), and hf_bert.py
 #     (one process) has no --batch/--seq flags: a fixed set of shapes (its inference: BERT-base, batch 1 at fp16 only).
 #     Each call is cut at 300 s and by TIME_LIMIT like (c) and (d); run (e) in a call of its own for complete figures
-#     (SKIP_EQUIV=1 SKIP_SCALING=1 SKIP_ZERO=1 SKIP_TP=1).
+#     (SKIP_EQUIV=1 SKIP_SCALING=1 SKIP_ZERO=1 SKIP_TP=1 SKIP_SERVE=1).
+# (f) Serving on several GPUs: `loom-bert serve --model M --device cuda --precision bf16 --port 0 --max-batch 256
+#     --threads 1280 --gpus G` (one process; a keep-alive connection holds a worker thread), G 0 and then every GPU
+#     of the machine (0,1 or 0,1,2,3; on one GPU that run is named and skipped). M: SERVE_MODEL, else a random-weight BERT-base classifier (2 labels) written with transformers as
+#     scripts/bench/serve.sh writes it, into a temporary folder removed on exit; its vocab.txt from VOCAB, else
+#     /work/shared/data/bert-base-uncased/vocab.txt, shared/data/bert-base-uncased/vocab.txt, .devrun/vocab.txt (none:
+#     (f) is named and skipped). The load: SERVE_LOAD (the C++ client, bench/serve/serve_load; missing: (f) is named
+#     and skipped), POST /v1/classify with one data/sst2-sample/dev.tsv sentence per request: 5000 requests at
+#     concurrency 256 to warm up, then REQUESTS_SERVE (50000) at concurrency 256 and at 1024 (--max-seconds 90 each).
+#     One table: GPUs, concurrency, requests/s, p50/p90/p99 ms, failed requests, and the speed-up of all GPUs over one
+#     at the same concurrency; after each measured run the server's `loom_gpu_memory_used_bytes` lines (its /metrics,
+#     one per GPU). The server must print its listening line within 120 s and exit 0 within 30 s of SIGTERM
+#     (scripts/serve/term.sh), else the script exits 1; it is killed whenever the script exits. A server is not started
+#     with less than 60 s left of TIME_LIMIT, nor a load run with less than 20 s (--max-seconds shortened to fit): cut
+#     runs are named and shown as "-"; run (f) in a call of its own for complete figures (SKIP_EQUIV=1 SKIP_SCALING=1
+#     SKIP_ZERO=1 SKIP_TP=1 SKIP_TP_INFER=1).
 # A mode X+Y (zero1+optimizer, zero2+optimizer, zero3+optimizer, zero3+params) runs ZeRO stage X with ZeRO-Offload Y:
 # `--parallel X --offload Y` for train, bench --train and info alike (mode_flags); in file names it is X-Y.
 # Rank counts beyond the GPUs of the machine (nvidia-smi -L) are skipped with a message. JSON lines and logs go to
@@ -64,9 +80,11 @@
 # zero2 zero3"), OFFLOAD_MODES (run after MODES in (a) and (c): "zero2+optimizer zero3+params"; "" none), SIZES ("base
 # large"), ZERO_BATCH (32), FIT_BATCHES ("64 128 256 512 1024"), FIT_COUNTS (the largest count run; "" skips the fits),
 # TP_MODES ((a)'s tensor-parallel modes: "tp2 tp2xdp tp2xzero1"; "" none), TP_BENCH_MODES ((d): "dp tp2 tp4 tp2xdp"),
-# TP_INFER_MODES ((e): "none tp1 tp2 tp4"), ITERS_INFER ((e)'s forward passes per timed round, 100), TIME_LIMIT (560;
-# 0: none), SKIP_EQUIV=1, SKIP_SCALING=1, SKIP_ZERO=1, SKIP_TP=1, SKIP_TP_INFER=1. MODES and OFFLOAD_MODES take dp and
-# ZeRO modes; tensor-parallel ones go in TP_MODES and TP_BENCH_MODES; TP_INFER_MODES takes none and tpN alone.
+# TP_INFER_MODES ((e): "none tp1 tp2 tp4"), ITERS_INFER ((e)'s forward passes per timed round, 100), SERVE_LOAD ((f):
+# .devrun/bin/serve_load), REQUESTS_SERVE ((f)'s requests per measured run, 50000), SERVE_MODEL ((f)'s model folder;
+# default the random BERT-base), VOCAB (its vocab.txt), TIME_LIMIT (560; 0: none), SKIP_EQUIV=1, SKIP_SCALING=1,
+# SKIP_ZERO=1, SKIP_TP=1, SKIP_TP_INFER=1, SKIP_SERVE=1. MODES and OFFLOAD_MODES take dp and ZeRO modes; tensor-parallel
+# ones go in TP_MODES and TP_BENCH_MODES; TP_INFER_MODES takes none and tpN alone.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 LOOM_BERT=${LOOM_BERT:-$ROOT/.devrun/bin/loom-bert}
@@ -87,11 +105,31 @@ ITERS_INFER=${ITERS_INFER:-100}
 SIZES=${SIZES:-base large}
 ZERO_BATCH=${ZERO_BATCH:-32}
 FIT_BATCHES=${FIT_BATCHES:-64 128 256 512 1024}
+SERVE_LOAD=${SERVE_LOAD:-$ROOT/.devrun/bin/serve_load}
+REQUESTS_SERVE=${REQUESTS_SERVE:-50000}
+SERVE_MODEL=${SERVE_MODEL:-}
 TIME_LIMIT=${TIME_LIMIT:-560}
 W=${OUT:-$(mktemp -d)}
 mkdir -p "$W"
 JSONL=$W/multi_gpu.jsonl
 : >"$JSONL"
+
+# (f)'s server while one runs (SERVE_PID: its `timeout`, the leader of the server's process group) and the random
+# model's temporary folder: killed and removed whenever the script exits. (SC2317: shellcheck 0.9 takes a function
+# that only a trap calls for unreachable when the script ends with `exit`.)
+SERVE_PID=
+SERVE_TMP=
+# shellcheck disable=SC2317
+cleanup() {
+  if [ -n "$SERVE_PID" ]; then
+    kill -KILL -- -"$SERVE_PID" 2>/dev/null || kill -KILL "$SERVE_PID" 2>/dev/null
+  fi
+  [ -z "$SERVE_TMP" ] || rm -rf "$SERVE_TMP"
+}
+trap cleanup EXIT
+# term_and_wait PID SECONDS (sets TERM_RC), for (f). SC1091: followed with `shellcheck -x` from the repository root.
+# shellcheck source=scripts/serve/term.sh disable=SC1091
+source "$ROOT/scripts/serve/term.sh"
 
 if [ ! -x "$LOOM_BERT" ]; then
   echo "multi_gpu: no loom-bert at $LOOM_BERT (stage it: ../shared/device/stage.sh)" >&2
@@ -736,10 +774,248 @@ print("speedup: none's latency / tpN's (one batch split over the group's GPUs); 
 PY
 }
 
+# serve_load_run NAME URL REQUESTS CONCURRENCY: (f)'s SERVE_LOAD against URL (POST /v1/classify, one SST-2 dev sentence
+# per request), its JSON line into $W/NAME.json, its log into $W/NAME.log; --max-seconds 90, less when TIME_LIMIT
+# comes first (cut=1 when that stopped it; returns 124 without a run, cut=1, when less than 20 s are left). Succeeds
+# when every request was answered.
+serve_load_run() {
+  local max=90 by_time=0 rc
+  cut=0
+  if [ "$TIME_LIMIT" -gt 0 ]; then
+    local left=$((TIME_LIMIT - SECONDS))
+    if [ "$left" -lt 20 ]; then
+      cut=1
+      return 124
+    fi
+    [ $((left - 10)) -ge "$max" ] || { max=$((left - 10)); by_time=1; }
+  fi
+  timeout $((max + 15)) "$SERVE_LOAD" --url "$2" --path /v1/classify --texts "$ROOT/data/sst2-sample/dev.tsv" \
+    --column sentence --requests "$3" --concurrency "$4" --max-seconds "$max" >"$W/$1.json" 2>"$W/$1.log"
+  rc=$?
+  [ "$rc" = 0 ] || [ $by_time = 0 ] || cut=1
+  return $rc
+}
+
+# serve_why NAME: why a serve_load run failed, in one line (the time limit, its JSON line with the failures, or its
+# log's last line).
+serve_why() {
+  if [ "$cut" = 1 ]; then
+    echo "cut by TIME_LIMIT=$TIME_LIMIT s"
+  else
+    grep -m1 '^{' "$W/$1.json" || tail -n 1 "$W/$1.log"
+  fi
+}
+
+# serve_kill: (f)'s server and its `timeout` killed at once (their process group), and reaped.
+serve_kill() {
+  kill -KILL -- -"$SERVE_PID" 2>/dev/null || kill -KILL "$SERVE_PID" 2>/dev/null
+  wait "$SERVE_PID" 2>/dev/null
+  SERVE_PID=
+}
+
+# serve_gpus N LIST: (f) on N GPUs: `serve --gpus LIST` in the background (its listening line awaited 120 s at most),
+# the warm-up and the measured runs of SERVE_CONCURRENCY against it, its loom_gpu_memory_used_bytes lines after each
+# measured run, then SIGTERM: it must exit 0 within 30 s. Files $W/serve.N.*.
+SERVE_CONCURRENCY=(256 1024)
+serve_gpus() {
+  local n=$1 list=$2 tag=serve.$1 line='' url c wait=120 limit=900 t0=$SECONDS
+  if [ "$TIME_LIMIT" -gt 0 ]; then
+    local left=$((TIME_LIMIT - SECONDS))
+    if [ "$left" -lt 60 ]; then
+      echo "multi_gpu: serving on $n GPU(s) not started: cut by TIME_LIMIT=$TIME_LIMIT s"
+      return
+    fi
+    [ "$left" -ge "$wait" ] || wait=$left
+    # The server's own bound (a safety net: it is stopped below, or killed on exit): past the time limit's last
+    # load run and its SIGTERM.
+    limit=$((left + 30))
+  fi
+  timeout "$limit" "$LOOM_BERT" serve --model "$SERVE_DIR" --device cuda --precision bf16 --port 0 --max-batch 256 \
+    --threads 1280 --gpus "$list" >"$W/$tag.out" 2>"$W/$tag.log" &
+  SERVE_PID=$!
+  # Graph capture at start-up takes a few seconds per GPU.
+  while [ $((SECONDS - t0)) -lt "$wait" ]; do
+    line=$(grep -sEo 'listening on http://127\.0\.0\.1:[0-9]+' "$W/$tag.out" | head -n 1)
+    [ -n "$line" ] && break
+    kill -0 "$SERVE_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ -z "$line" ]; then
+    if kill -0 "$SERVE_PID" 2>/dev/null; then
+      if [ "$wait" -lt 120 ]; then
+        echo "multi_gpu: serve --gpus $list not listening when TIME_LIMIT=$TIME_LIMIT s came: cut"
+      else
+        echo "multi_gpu: serve --gpus $list printed no listening line in 120 s: $(tail -n 1 "$W/$tag.log")"
+        status=1
+      fi
+    else
+      echo "multi_gpu: serve --gpus $list exited before listening:" \
+        "$(grep -m1 -i error "$W/$tag.log" || tail -n 1 "$W/$tag.log")"
+      status=1
+    fi
+    serve_kill
+    return
+  fi
+  url=${line#listening on }
+  echo "multi_gpu: serve --gpus $list listening on $url after $((SECONDS - t0)) s"
+  serve_load_run "$tag.warmup" "$url" 5000 256 ||
+    echo "multi_gpu: the warm-up on $n GPU(s) failed: $(serve_why "$tag.warmup")"
+  for c in "${SERVE_CONCURRENCY[@]}"; do
+    if ! serve_load_run "$tag.c$c" "$url" "$REQUESTS_SERVE" "$c"; then
+      echo "multi_gpu: serving on $n GPU(s), concurrency $c: $(serve_why "$tag.c$c")"
+      [ -s "$W/$tag.c$c.json" ] || continue
+    fi
+    # The memory each GPU's runners hold (one line per device), after the run.
+    curl -s --max-time 10 "$url/metrics" | grep '^loom_gpu_memory_used_bytes' >"$W/$tag.c$c.metrics"
+    sed "s/^/multi_gpu: $n GPU(s), concurrency $c: /" "$W/$tag.c$c.metrics"
+  done
+  if ! term_and_wait "$SERVE_PID" 30; then
+    echo "multi_gpu: serve --gpus $list still runs 30 s after SIGTERM"
+    serve_kill
+    status=1
+    return
+  fi
+  SERVE_PID=
+  if [ "$TERM_RC" != 0 ]; then
+    echo "multi_gpu: serve --gpus $list exited $TERM_RC after SIGTERM (expected 0): $(tail -n 1 "$W/$tag.log")"
+    status=1
+  else
+    echo "multi_gpu: serve --gpus $list stopped by SIGTERM, exit 0"
+  fi
+}
+
+# serve: part (f), `loom-bert serve` on GPU 0 and on every GPU of the machine in one process, the same load against
+# each; the table and the JSON rows ("kind": "serve").
+serve() {
+  local vocab=${VOCAB:-} v counts=1 what=${SERVE_MODEL:-BERT-base (random weights)}
+  [ "$GPUS" -le 1 ] || counts="1 $GPUS"
+  echo "== (f) serving: loom-bert serve, $what, bf16, --max-batch 256, on ${counts/ / and }" \
+    "GPU(s) of $GPUS; warm-up 5000 requests at concurrency 256, then $REQUESTS_SERVE at concurrency" \
+    "${SERVE_CONCURRENCY[*]} =="
+  if [ ! -x "$SERVE_LOAD" ]; then
+    echo "multi_gpu: skipping (f): no serve_load at $SERVE_LOAD (set SERVE_LOAD: the C++ client," \
+      "bench/serve/serve_load)"
+    return
+  fi
+  command -v curl >/dev/null || echo "multi_gpu: no curl: (f) shows no loom_gpu_memory_used_bytes lines"
+  if [ -n "$SERVE_MODEL" ]; then
+    SERVE_DIR=$SERVE_MODEL
+  else
+    # The random model as scripts/bench/serve.sh's make_model writes it: bert-base-uncased's shape and vocab.
+    if [ -z "$vocab" ]; then
+      for v in /work/shared/data/bert-base-uncased/vocab.txt "$ROOT/shared/data/bert-base-uncased/vocab.txt" \
+        "$ROOT/.devrun/vocab.txt"; do
+        [ -f "$v" ] && vocab=$v && break
+      done
+    fi
+    if [ -z "$vocab" ] || [ ! -f "$vocab" ]; then
+      echo "multi_gpu: skipping (f): no BERT vocab.txt for the random model (${vocab:+VOCAB=$vocab is missing; }set" \
+        "VOCAB, or stage .devrun/vocab.txt)"
+      return
+    fi
+    SERVE_TMP=$(mktemp -d)
+    SERVE_DIR=$SERVE_TMP/bert-base
+    mkdir -p "$SERVE_DIR"
+    cp "$vocab" "$SERVE_DIR/vocab.txt"
+    if ! capped 300 python3 - "$SERVE_DIR" >"$W/serve.model.log" 2>&1 <<'PY'; then
+import sys, torch, transformers
+d = sys.argv[1]
+n = sum(1 for _ in open(f"{d}/vocab.txt", encoding="utf-8"))
+torch.manual_seed(0)
+cfg = transformers.BertConfig(vocab_size=n, num_labels=2, id2label={0: "negative", 1: "positive"},
+                              label2id={"negative": 0, "positive": 1})
+transformers.BertForSequenceClassification(cfg).save_pretrained(d)  # config.json + model.safetensors
+print(f"multi_gpu: random BERT-base classifier ({n} tokens) in {d}")
+PY
+      echo "multi_gpu: skipping (f): writing the random BERT-base classifier failed: $(why serve.model)"
+      [ "$cut" = 1 ] || status=1
+      return
+    fi
+    tail -n 1 "$W/serve.model.log"
+  fi
+  for v in config.json model.safetensors vocab.txt; do
+    if [ ! -f "$SERVE_DIR/$v" ]; then
+      echo "multi_gpu: skipping (f): $SERVE_DIR/$v is missing"
+      status=1
+      return
+    fi
+  done
+  serve_gpus 1 0
+  if [ "$GPUS" -gt 1 ]; then
+    serve_gpus "$GPUS" "$(seq -s, 0 $((GPUS - 1)))"
+  else
+    echo "multi_gpu: skipping (f) on several GPUs: this machine has 1 GPU"
+  fi
+  W=$W JSONL=$JSONL COUNTS=$counts CONCURRENCY="${SERVE_CONCURRENCY[*]}" REQUESTS=$REQUESTS_SERVE WHAT=$what \
+    MODEL_NAME=${SERVE_MODEL:-base} python3 - <<'PY'
+import json, os, re
+
+w, jsonl = os.environ["W"], os.environ["JSONL"]
+counts = [int(n) for n in os.environ["COUNTS"].split()]
+concurrency = [int(c) for c in os.environ["CONCURRENCY"].split()]
+
+
+def load(path):
+    """serve_load's JSON line, or {} when the run did not happen or printed none."""
+    try:
+        for line in open(path):
+            if line.startswith("{"):
+                return json.loads(line)
+    except (OSError, json.JSONDecodeError):
+        pass
+    return {}
+
+
+def memory(path):
+    """The server's loom_gpu_memory_used_bytes after a run, by its device label."""
+    out = {}
+    try:
+        for line in open(path):
+            m = re.match(r"loom_gpu_memory_used_bytes(\{[^}]*\})?\s+(\S+)", line)
+            if m:
+                d = re.search(r'device="([^"]*)"', m.group(1) or "")
+                out[d.group(1) if d else m.group(1) or ""] = float(m.group(2))
+    except OSError:
+        pass
+    return out
+
+
+def f(v, spec):
+    return format(v, spec) if v is not None else "-"
+
+
+print(f"\nloom-bert serve, {os.environ['WHAT']}, bf16, --max-batch 256: POST /v1/classify, one SST-2 sentence "
+      f"per request, {os.environ['REQUESTS']} requests per run")
+print("| GPUs | concurrency | requests/s | p50 ms | p90 ms | p99 ms | failed | speed-up over 1 GPU |")
+print("|---|---|---|---|---|---|---|---|")
+out = open(jsonl, "a")
+for c in concurrency:
+    one = load(f"{w}/serve.1.c{c}.json").get("req_per_s")
+    for n in counts:
+        j = load(f"{w}/serve.{n}.c{c}.json")
+        rate, failed, unsent = j.get("req_per_s"), j.get("failed"), j.get("not_sent")
+        up = rate / one if n > 1 and rate and one else None
+        out.write(json.dumps({
+            "kind": "serve", "gpus": n, "concurrency": c, "model": os.environ["MODEL_NAME"], "dtype": "bf16",
+            "max_batch": 256,
+            "requests": j.get("requests"), "ok": j.get("ok"), "failed": failed, "not_sent": unsent,
+            "failures": j.get("failures"), "wall_s": j.get("wall_s"), "req_per_s": rate, "p50_ms": j.get("p50_ms"),
+            "p90_ms": j.get("p90_ms"), "p99_ms": j.get("p99_ms"), "max_ms": j.get("max_ms"),
+            "speedup_over_1": round(up, 4) if up else None,
+            "gpu_memory_used_bytes": memory(f"{w}/serve.{n}.c{c}.metrics") or None}) + "\n")
+        failed_text = "-" if failed is None else f"{failed}" + (f" ({unsent} not sent)" if unsent else "")
+        print(f"| {n} | {c} | {f(rate, '.0f')} | {f(j.get('p50_ms'), '.2f')} | {f(j.get('p90_ms'), '.2f')} "
+              f"| {f(j.get('p99_ms'), '.2f')} | {failed_text} | {f(up, '.2f') if n > 1 else ''} |")
+print("speed-up: requests/s on N GPUs over 1 GPU's at the same concurrency; not sent: left when --max-seconds (90, or "
+      "less under TIME_LIMIT) came; -: not run, failed or cut")
+PY
+}
+
 [ "${SKIP_EQUIV:-0}" = 1 ] || equivalence
 [ "${SKIP_SCALING:-0}" = 1 ] || scaling
 [ "${SKIP_ZERO:-0}" = 1 ] || zero
 [ "${SKIP_TP:-0}" = 1 ] || tensor_parallel
 [ "${SKIP_TP_INFER:-0}" = 1 ] || tp_infer
+[ "${SKIP_SERVE:-0}" = 1 ] || serve
 echo "multi_gpu: JSON lines in $JSONL"
 exit $status
