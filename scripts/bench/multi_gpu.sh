@@ -58,8 +58,8 @@
 #     (SKIP_EQUIV=1 SKIP_SCALING=1 SKIP_ZERO=1 SKIP_TP=1 SKIP_SERVE=1).
 # (f) Serving on several GPUs: `loom-bert serve --model M --device cuda --precision bf16 --port 0 --max-batch 256
 #     --threads 1280 --gpus G` (one process; a keep-alive connection holds a worker thread), G 0 and then every GPU
-#     of the machine (0,1 or 0,1,2,3; on one GPU that run is named and skipped). M: SERVE_MODEL, else a random-weight BERT-base classifier (2 labels) written with transformers as
-#     scripts/bench/serve.sh writes it, into a temporary folder removed on exit; its vocab.txt from VOCAB, else
+#     of the machine (0,1 or 0,1,2,3; on one GPU that run is named and skipped). M: SERVE_MODEL, else a random-weight
+#     BERT-base classifier (2 labels) written with transformers as scripts/bench/serve.sh writes it, into a temporary folder removed on exit; its vocab.txt from VOCAB, else
 #     /work/shared/data/bert-base-uncased/vocab.txt, shared/data/bert-base-uncased/vocab.txt, .devrun/vocab.txt (none:
 #     (f) is named and skipped). The load: SERVE_LOAD (the C++ client, bench/serve/serve_load; missing: (f) is named
 #     and skipped), POST /v1/classify with one data/sst2-sample/dev.tsv sentence per request: 5000 requests at
