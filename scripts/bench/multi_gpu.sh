@@ -57,20 +57,20 @@
 #     Each call is cut at 300 s and by TIME_LIMIT like (c) and (d); run (e) in a call of its own for complete figures
 #     (SKIP_EQUIV=1 SKIP_SCALING=1 SKIP_ZERO=1 SKIP_TP=1 SKIP_SERVE=1).
 # (f) Serving on several GPUs: `loom-bert serve --model M --device cuda --precision bf16 --port 0 --max-batch 256
-#     --threads 1280 --gpus G` (one process; a keep-alive connection holds a worker thread), G 0 and then every GPU
-#     of the machine (0,1 or 0,1,2,3; on one GPU that run is named and skipped). M: SERVE_MODEL, else a random-weight
-#     BERT-base classifier (2 labels) written with transformers as scripts/bench/serve.sh writes it, into a temporary folder removed on exit; its vocab.txt from VOCAB, else
-#     /work/shared/data/bert-base-uncased/vocab.txt, shared/data/bert-base-uncased/vocab.txt, .devrun/vocab.txt (none:
-#     (f) is named and skipped). The load: SERVE_LOAD (the C++ client, bench/serve/serve_load; missing: (f) is named
-#     and skipped), POST /v1/classify with one data/sst2-sample/dev.tsv sentence per request: 5000 requests at
-#     concurrency 256 to warm up, then REQUESTS_SERVE (50000) at concurrency 256 and at 1024 (--max-seconds 90 each).
-#     One table: GPUs, concurrency, requests/s, p50/p90/p99 ms, failed requests, and the speed-up of all GPUs over one
-#     at the same concurrency; after each measured run the server's `loom_gpu_memory_used_bytes` lines (its /metrics,
-#     one per GPU). The server must print its listening line within 120 s and exit 0 within 30 s of SIGTERM
-#     (scripts/serve/term.sh), else the script exits 1; it is killed whenever the script exits. A server is not started
-#     with less than 60 s left of TIME_LIMIT, nor a load run with less than 20 s (--max-seconds shortened to fit): cut
-#     runs are named and shown as "-"; run (f) in a call of its own for complete figures (SKIP_EQUIV=1 SKIP_SCALING=1
-#     SKIP_ZERO=1 SKIP_TP=1 SKIP_TP_INFER=1).
+#     --threads 1280 --gpus G` (one process; a keep-alive connection holds a worker thread), G 0 and then every GPU of
+#     the machine (0,1 or 0,1,2,3; on one GPU that run is named and skipped). M: SERVE_MODEL, else a random-weight
+#     BERT-base classifier (2 labels) written with transformers as scripts/bench/serve.sh writes it, into a temporary
+#     folder removed on exit; its vocab.txt from VOCAB, else /work/shared/data/bert-base-uncased/vocab.txt,
+#     shared/data/bert-base-uncased/vocab.txt, .devrun/vocab.txt (none: (f) is named and skipped). The load: SERVE_LOAD
+#     (the C++ client, bench/serve/serve_load; missing: (f) is named and skipped), POST /v1/classify with one
+#     data/sst2-sample/dev.tsv sentence per request: 5000 requests at concurrency 256 to warm up, then REQUESTS_SERVE
+#     (50000) at concurrency 256 and at 1024 (--max-seconds 90 each). One table: GPUs, concurrency, requests/s,
+#     p50/p90/p99 ms, failed requests, and the speed-up of all GPUs over one at the same concurrency; after each
+#     measured run the server's `loom_gpu_memory_used_bytes` lines (its /metrics, one per GPU). The server must print
+#     its listening line within 120 s and exit 0 within 30 s of SIGTERM (scripts/serve/term.sh), else the script exits
+#     1; it is killed whenever the script exits. A server is not started with less than 60 s left of TIME_LIMIT, nor a
+#     load run with less than 20 s (--max-seconds shortened to fit): cut runs are named and shown as "-"; run (f) in a
+#     call of its own for complete figures (SKIP_EQUIV=1 SKIP_SCALING=1 SKIP_ZERO=1 SKIP_TP=1 SKIP_TP_INFER=1).
 # A mode X+Y (zero1+optimizer, zero2+optimizer, zero3+optimizer, zero3+params) runs ZeRO stage X with ZeRO-Offload Y:
 # `--parallel X --offload Y` for train, bench --train and info alike (mode_flags); in file names it is X-Y.
 # Rank counts beyond the GPUs of the machine (nvidia-smi -L) are skipped with a message. JSON lines and logs go to
