@@ -7,7 +7,8 @@
 #   bad_input  malformed JSON, wrong types, missing/empty fields, invalid UTF-8, limits (texts, chars, body bytes),
 #              unknown model/path, wrong method: each its status and a JSON error naming the field; then a good
 #              request still succeeds
-#   load       scripts/serve/load_test.py: 10000 requests at concurrency 64 and at 256 on --runners 2, no failure,
+#   load       scripts/serve/load_test.py: 10000 requests (SERVE_LOAD_REQUESTS) at concurrency 64 and at 256 on
+#              --runners 2, no failure,
 #              every answer equal to the one recorded at concurrency 1
 #   drain      SIGTERM under load: exit 0; every request sent before the signal answered 200 (in-flight ones too)
 #   triton     scripts/serve/check_tritonclient.py with tritonclient[http] (scripts/get_tritonclient.sh; exit 77,
@@ -523,7 +524,8 @@ case_load() {
   python3 "$LOAD" --url "$URL" --texts-file "$dev" --requests "$rows" --concurrency 1 --timeout 60 --max-seconds 300 \
     --record-labels "$W/labels.json" --json >"$W/record.json" || fail "recording: $(cat "$W/record.json")"
   local c n
-  for c in 64:10000 256:10000; do
+  local per=${SERVE_LOAD_REQUESTS:-10000}
+  for c in 64:$per 256:$per; do
     n=${c#*:}
     c=${c%:*}
     say "$n requests at concurrency $c, answers checked against the recording"
@@ -536,16 +538,16 @@ case_load() {
   python3 "$LOAD" --url "$URL" --texts-file "$dev" --requests 300 --concurrency 32 --texts-per-request 4 \
     --timeout 60 --max-seconds 300 --check-labels "$W/labels.json" --json >"$W/load_multi.json" ||
     fail "load with 4 texts per request: $(cat "$W/load_multi.json")"
-  python3 - "$W" <<'PY' || fail "load summaries: see above"
+  python3 - "$W" "$per" <<'PY' || fail "load summaries: see above"
 import json, sys
-w = sys.argv[1]
-for name, n in (("load_64", 10000), ("load_256", 10000), ("load_multi", 300)):
+w, per = sys.argv[1], int(sys.argv[2])
+for name, n in (("load_64", per), ("load_256", per), ("load_multi", 300)):
     j = json.load(open(f"{w}/{name}.json"))
     if j["ok"] != n or j["failed"] or j["not_sent"] or j["mismatches"]:
         sys.exit(f"{name}: {j}")
 PY
   expect 200 GET /metrics
-  py metrics $((rows + 20300))
+  py metrics $((rows + 2 * per + 300))
   stop_server
 }
 
