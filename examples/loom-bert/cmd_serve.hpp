@@ -25,9 +25,9 @@
 #include <CLI/CLI.hpp>
 
 #include <loom/io/safetensors.hpp>
-#include <loom/io/tokenizer_options.hpp>
 #include <loom/serve/model_service.hpp>
 
+#include "model_options.hpp"
 #include "runner.hpp"
 #include "serve_http.hpp"
 
@@ -74,9 +74,7 @@ inline served_model parse_served_model(const std::string& arg) {
   });
   LOOM_CHECK(plain, "--model " + arg + ": the model name '" + m.name + "' may hold only letters, digits, '_', '.' "
                     "and '-' (name it: --model NAME=DIR)");
-  LOOM_CHECK(std::filesystem::is_directory(m.dir), "--model " + arg + ": " + m.dir.string() + " is not a folder");
-  for (const char* f : {"config.json", "model.safetensors", "vocab.txt"})
-    LOOM_CHECK(std::filesystem::exists(m.dir / f), "--model " + arg + ": " + (m.dir / f).string() + " is missing");
+  checked_model_folder(m.dir, arg);
   return m;
 }
 
@@ -108,11 +106,7 @@ inline std::unique_ptr<loom::serve::model_service> load_served_model(const serve
   LOOM_CHECK(max_seq >= 3 && max_seq <= cfg.max_position_embeddings,
              "--max-seq-len " + std::to_string(max_seq) + " must be within 3 and model " + m.name +
                  "'s max_position_embeddings " + std::to_string(cfg.max_position_embeddings));
-  loom::io::wordpiece_options wo;
-  if (std::filesystem::exists(m.dir / "tokenizer_config.json"))
-    wo = loom::io::tokenizer_options(loom::io::bert_tokenizer_config::load(m.dir / "tokenizer_config.json"),
-                                     (m.dir / "tokenizer_config.json").string());
-  auto tok = loom::io::wordpiece_tokenizer::from_file(m.dir / "vocab.txt", wo);
+  auto tok = folder_tokenizer(m.dir);
   // A checkpoint without a classification head serves embeddings (a random head's labels would look real).
   const bool classifies = loom::io::safetensors_file::open(m.dir / "model.safetensors").find("classifier.weight");
   model_source src{cfg, m.dir / "model.safetensors", classifies};

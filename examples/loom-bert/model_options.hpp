@@ -20,6 +20,23 @@
 
 namespace loom_bert {
 
+/// `dir` (given as `arg`, --model's value), checked to be a model folder: config.json, model.safetensors, vocab.txt.
+inline std::filesystem::path checked_model_folder(const std::filesystem::path& dir, const std::string& arg) {
+  LOOM_CHECK(std::filesystem::is_directory(dir), "--model " + arg + ": not a folder");
+  for (const char* f : {"config.json", "model.safetensors", "vocab.txt"})
+    LOOM_CHECK(std::filesystem::exists(dir / f), "--model " + arg + ": " + f + " is missing");
+  return dir;
+}
+
+/// The WordPiece tokenizer of a model folder: vocab.txt, with tokenizer_config.json's options when there is one.
+inline loom::io::wordpiece_tokenizer folder_tokenizer(const std::filesystem::path& dir) {
+  loom::io::wordpiece_options wo;
+  const std::filesystem::path config = dir / "tokenizer_config.json";
+  if (std::filesystem::exists(config))
+    wo = loom::io::tokenizer_options(loom::io::bert_tokenizer_config::load(config), config.string());
+  return loom::io::wordpiece_tokenizer::from_file(dir / "vocab.txt", wo);
+}
+
 struct model_options {
   std::string model_dir, input = "-", output = "-", format, text_column = "text", text_b_column;
   std::size_t batch = 32, max_seq_len = 0;
@@ -85,13 +102,7 @@ struct model_options {
             {"--parallel", parallel}};
   }
 
-  std::filesystem::path dir() const {
-    const std::filesystem::path d = model_dir;
-    LOOM_CHECK(std::filesystem::is_directory(d), "--model " + model_dir + ": not a folder");
-    for (const char* f : {"config.json", "model.safetensors", "vocab.txt"})
-      LOOM_CHECK(std::filesystem::exists(d / f), "--model " + model_dir + ": " + f + " is missing");
-    return d;
-  }
+  std::filesystem::path dir() const { return checked_model_folder(model_dir, model_dir); }
 
   model_source source(bool classifier) const {
     model_source s{loom::io::bert_config::load(dir() / "config.json"), dir() / "model.safetensors", classifier};
@@ -100,13 +111,7 @@ struct model_options {
     return s;
   }
 
-  loom::io::wordpiece_tokenizer tokenizer() const {
-    loom::io::wordpiece_options wo;
-    if (std::filesystem::exists(dir() / "tokenizer_config.json"))
-      wo = loom::io::tokenizer_options(loom::io::bert_tokenizer_config::load(dir() / "tokenizer_config.json"),
-                                       (dir() / "tokenizer_config.json").string());
-    return loom::io::wordpiece_tokenizer::from_file(dir() / "vocab.txt", wo);
-  }
+  loom::io::wordpiece_tokenizer tokenizer() const { return folder_tokenizer(dir()); }
 
   /// --max-seq-len, checked against the model's positions.
   std::size_t seq_limit(const loom::io::bert_config& cfg) const {

@@ -21,32 +21,34 @@ std::unique_ptr<loom::serve::model_runner> make_cuda_serve_runner(const model_so
 }
 #endif
 
+namespace {
+
+/// --device and --precision, checked together: true for the host (fp32 only), false for CUDA.
+bool on_host(const std::string& device, const std::string& precision) {
+  LOOM_CHECK(precision == "fp32" || precision == "bf16" || precision == "fp16",
+             "--precision must be fp32, bf16 or fp16, got '" + precision + "'");
+  if (device == "cpu") {
+    LOOM_CHECK(precision == "fp32", "--device cpu runs in fp32 (bf16/fp16 are for --device cuda), got --precision " +
+                                        precision);
+    return true;
+  }
+  LOOM_CHECK(device == "cuda", "--device must be cpu or cuda, got '" + device + "'");
+  return false;
+}
+
+}  // namespace
+
 std::unique_ptr<loom::serve::model_runner> make_serve_runner(const model_source& src, const std::string& device,
                                                              const std::string& precision, int gpu,
                                                              const loom::serve::runner_options& o) {
-  LOOM_CHECK(precision == "fp32" || precision == "bf16" || precision == "fp16",
-             "--precision must be fp32, bf16 or fp16, got '" + precision + "'");
-  if (device == "cpu") {
-    LOOM_CHECK(precision == "fp32", "--device cpu runs in fp32 (bf16/fp16 are for --device cuda), got --precision " +
-                                        precision);
-    using impl = runner_impl<loom::precision::fp32, loom::host>;
-    return std::make_unique<loom::serve::bert_runner<loom::precision::fp32, loom::host, impl::policy_t>>(
-        src.config, src.weights, src.classifier, o);
-  }
-  LOOM_CHECK(device == "cuda", "--device must be cpu or cuda, got '" + device + "'");
-  return make_cuda_serve_runner(src, precision, gpu, o);
+  if (!on_host(device, precision)) return make_cuda_serve_runner(src, precision, gpu, o);
+  using impl = runner_impl<loom::precision::fp32, loom::host>;
+  return std::make_unique<loom::serve::bert_runner<loom::precision::fp32, loom::host, impl::policy_t>>(
+      src.config, src.weights, src.classifier, o);
 }
 
 std::unique_ptr<runner> make_runner(const model_source& src, const std::string& device, const std::string& precision) {
-  LOOM_CHECK(precision == "fp32" || precision == "bf16" || precision == "fp16",
-             "--precision must be fp32, bf16 or fp16, got '" + precision + "'");
-  if (device == "cpu") {
-    LOOM_CHECK(precision == "fp32", "--device cpu runs in fp32 (bf16/fp16 are for --device cuda), got --precision " +
-                                        precision);
-    return make_host_fp32_runner(src);
-  }
-  LOOM_CHECK(device == "cuda", "--device must be cpu or cuda, got '" + device + "'");
-  return make_cuda_runner(src, precision);
+  return on_host(device, precision) ? make_host_fp32_runner(src) : make_cuda_runner(src, precision);
 }
 
 }  // namespace loom_bert

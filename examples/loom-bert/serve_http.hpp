@@ -22,6 +22,7 @@
 
 #include <loom/io/utf8.hpp>
 #include <loom/serve/model_service.hpp>
+#include <loom/train/metrics.hpp>
 
 #include "json_body.hpp"
 
@@ -245,9 +246,9 @@ class http_front {
     }
     json results = json::array();
     for (const auto& logits : ans.rows) {
-      const std::vector<double> p = softmax(logits);
-      const std::size_t best = static_cast<std::size_t>(std::max_element(p.begin(), p.end()) - p.begin());
-      results.push_back({{"label", label_of(*m, best)}, {"label_id", best}, {"score", p[best]}, {"probs", p}});
+      const class_probs cp = probs_of(logits);
+      results.push_back({{"label", label_of(*m, cp.best)}, {"label_id", cp.best}, {"score", cp.p[cp.best]},
+                         {"probs", cp.p}});
     }
     reply(c, 200, json{{"model", name}, {"results", std::move(results)}});
   }
@@ -349,13 +350,16 @@ class http_front {
     return false;
   }
 
-  static std::vector<double> softmax(const std::vector<float>& logits) {
-    std::vector<double> p(logits.size());
-    const double top = *std::max_element(logits.begin(), logits.end());
-    double sum = 0;
-    for (std::size_t i = 0; i < p.size(); ++i) sum += p[i] = std::exp(static_cast<double>(logits[i]) - top);
-    for (double& x : p) x /= sum;
-    return p;
+  struct class_probs {
+    std::size_t best;
+    std::vector<double> p;
+  };
+  /// The top class and the probabilities of `logits`, as predict computes them (train::summarize_logits).
+  static class_probs probs_of(const std::vector<float>& logits) {
+    const loom::train::logit_row row = loom::train::summarize_logits(logits);
+    class_probs cp{static_cast<std::size_t>(row.best), std::vector<double>(logits.size())};
+    for (std::size_t i = 0; i < cp.p.size(); ++i) cp.p[i] = std::exp(static_cast<double>(logits[i]) - row.log_sum_exp);
+    return cp;
   }
   static std::string label_of(const loom::serve::model_service& m, std::size_t id) {
     const auto it = m.cfg().id2label.find(static_cast<std::int64_t>(id));
@@ -401,13 +405,21 @@ class http_front {
     infer(c, *m);
   }
 
+  /// The model's KServe outputs, in their order.
+  static std::vector<std::string> output_names(const loom::serve::model_service& m) {
+    if (m.classifies()) return {"probs", "logits", "label_id"};
+    return {"embedding"};
+  }
+
   json metadata(const loom::serve::model_service& m) const {
     const std::int64_t L = m.cfg().num_labels(), H = m.cfg().hidden_size;
-    json outputs = m.classifies()
-                       ? json::array({{{"name", "probs"}, {"datatype", "FP32"}, {"shape", {-1, L}}},
-                                      {{"name", "logits"}, {"datatype", "FP32"}, {"shape", {-1, L}}},
-                                      {{"name", "label_id"}, {"datatype", "INT64"}, {"shape", {-1}}}})
-                       : json::array({{{"name", "embedding"}, {"datatype", "FP32"}, {"shape", {-1, H}}}});
+    json outputs = json::array();
+    for (const std::string& name : output_names(m)) {
+      const bool ids = name == "label_id";
+      outputs.push_back({{"name", name},
+                         {"datatype", ids ? "INT64" : "FP32"},
+                         {"shape", ids ? json{-1} : json{-1, name == "embedding" ? H : L}}});
+    }
     return {{"name", m.name()},
             {"versions", {"1"}},
             {"platform", "loom_bert"},
@@ -507,7 +519,7 @@ class http_front {
       return fail(c, 400, "inputs: TEXT_PAIR has " + std::to_string(b.size()) + " elements, TEXT " +
                               std::to_string(a.size()));
     // Outputs: those asked for (default all), each binary when asked (or by the request's binary_data_output).
-    const json meta = metadata(m);
+    const std::vector<std::string> names = output_names(m);
     const json rparams = q.value("parameters", json::object());
     const bool binary_default = rparams.is_object() && rparams.value("binary_data_output", false);
     std::vector<std::pair<std::string, bool>> wanted;
@@ -518,9 +530,7 @@ class http_front {
         const std::string at = "outputs[" + std::to_string(i) + "]";
         if (!o.is_object() || !o.contains("name") || !o["name"].is_string()) return fail(c, 400, at + ".name: missing");
         const std::string name = o["name"].get<std::string>();
-        const bool known = std::any_of(meta["outputs"].begin(), meta["outputs"].end(),
-                                       [&](const json& x) { return x["name"] == name; });
-        if (!known)
+        if (std::find(names.begin(), names.end(), name) == names.end())
           return fail(c, 400, at + ".name: unknown output '" + name + "' (see GET /v2/models/" + m.name() + ")");
         const json op = o.value("parameters", json::object());
         if (op.is_object() && op.contains("classification"))
@@ -530,7 +540,7 @@ class http_front {
                                                                              : binary_default);
       }
     } else {
-      for (const json& x : meta["outputs"]) wanted.emplace_back(x["name"].get<std::string>(), binary_default);
+      for (const std::string& name : names) wanted.emplace_back(name, binary_default);
     }
     auto deadline = loom::serve::clock::now() + limits_.timeout;
     if (rparams.is_object() && rparams.contains("timeout") && rparams["timeout"].is_number() &&
@@ -547,8 +557,7 @@ class http_front {
       json o{{"name", name}};
       if (name == "label_id") {
         std::vector<std::int64_t> ids;
-        for (const auto& l : ans.rows)
-          ids.push_back(static_cast<std::int64_t>(std::max_element(l.begin(), l.end()) - l.begin()));
+        for (const auto& l : ans.rows) ids.push_back(loom::train::summarize_logits(l).best);
         o["datatype"] = "INT64";
         o["shape"] = {n};
         put(o, blobs, bin, ids);
@@ -558,7 +567,7 @@ class http_front {
         for (const auto& l : ans.rows) {
           std::vector<float> v = l;
           if (name == "probs") {
-            const std::vector<double> p = softmax(l);
+            const std::vector<double> p = probs_of(l).p;
             v.assign(p.begin(), p.end());
           }
           width = static_cast<std::int64_t>(v.size());

@@ -349,12 +349,12 @@ with open(jsonl, "a") as out:
 PY
 }
 
-# capped SECONDS COMMAND...: COMMAND under `timeout SECONDS`, cut earlier at TIME_LIMIT (seconds after the script's
-# start; 0: none). Sets cut=1 (and returns 124) when the time limit, not SECONDS, stopped it or left it no time.
+# room SECONDS: the seconds a run may take in ROOM: SECONDS, or what is left before TIME_LIMIT (seconds after the
+# script's start; 0: none) when less, then BY_TIME=1. Sets cut=0; or cut=1 and returns 124 when less than 20 s are left.
 cut=0
-capped() {
-  local limit=$1 by_time=0 rc
-  shift
+room() {
+  ROOM=$1
+  BY_TIME=0
   cut=0
   if [ "$TIME_LIMIT" -gt 0 ]; then
     local left=$((TIME_LIMIT - SECONDS))
@@ -362,11 +362,19 @@ capped() {
       cut=1
       return 124
     fi
-    [ "$left" -ge "$limit" ] || { limit=$left; by_time=1; }
+    [ "$left" -ge "$ROOM" ] || { ROOM=$left; BY_TIME=1; }
   fi
-  timeout "$limit" "$@"
+}
+
+# capped SECONDS COMMAND...: COMMAND under `timeout SECONDS`, cut earlier at TIME_LIMIT. Sets cut=1 (and returns
+# 124) when the time limit, not SECONDS, stopped it or left it no time.
+capped() {
+  local rc
+  room "$1" || return 124
+  shift
+  timeout "$ROOM" "$@"
   rc=$?
-  [ "$rc" != 124 ] || [ $by_time = 0 ] || cut=1
+  [ "$rc" != 124 ] || [ "$BY_TIME" = 0 ] || cut=1
   return $rc
 }
 
@@ -779,20 +787,13 @@ PY
 # comes first (cut=1 when that stopped it; returns 124 without a run, cut=1, when less than 20 s are left). Succeeds
 # when every request was answered.
 serve_load_run() {
-  local max=90 by_time=0 rc
-  cut=0
-  if [ "$TIME_LIMIT" -gt 0 ]; then
-    local left=$((TIME_LIMIT - SECONDS))
-    if [ "$left" -lt 20 ]; then
-      cut=1
-      return 124
-    fi
-    [ $((left - 10)) -ge "$max" ] || { max=$((left - 10)); by_time=1; }
-  fi
+  local max rc
+  room 100 || return 124
+  max=$((ROOM - 10))  # the client stops itself then, printing what it measured
   timeout $((max + 15)) "$SERVE_LOAD" --url "$2" --path /v1/classify --texts "$ROOT/data/sst2-sample/dev.tsv" \
     --column sentence --requests "$3" --concurrency "$4" --max-seconds "$max" >"$W/$1.json" 2>"$W/$1.log"
   rc=$?
-  [ "$rc" = 0 ] || [ $by_time = 0 ] || cut=1
+  [ "$rc" = 0 ] || [ "$BY_TIME" = 0 ] || cut=1
   return $rc
 }
 

@@ -10,6 +10,7 @@
 #include <deque>
 #include <cstdlib>
 #include <fstream>
+#include <utility>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,6 +47,11 @@ std::vector<test_row> rows_of(std::initializer_list<std::int64_t> lengths, int f
 const std::filesystem::path tiny_a =
     std::filesystem::path(std::getenv("LOOM_SOURCE_DIR") ? std::getenv("LOOM_SOURCE_DIR") : LOOM_SOURCE_DIR) /
     "tests/fixtures/bert/tiny_a";
+
+/// The tiny_a fixture's config and tokenizer (every model_service is built on them).
+std::pair<io::bert_config, io::wordpiece_tokenizer> tiny_a_model() {
+  return {io::bert_config::load(tiny_a / "config.json"), io::wordpiece_tokenizer::from_file(tiny_a / "vocab.txt")};
+}
 
 }  // namespace
 
@@ -195,8 +201,7 @@ class echo_runner final : public serve::model_runner {
 
 TEST_CASE("serve::model_service: every text gets its own output back, under concurrency, batched by length",
           "[serve]") {
-  const auto cfg = io::bert_config::load(tiny_a / "config.json");
-  auto tok = io::wordpiece_tokenizer::from_file(tiny_a / "vocab.txt");
+  const auto [cfg, tok] = tiny_a_model();
   serve::metrics m;
   std::atomic<int> batches{0};
   serve::service_options o;
@@ -244,8 +249,7 @@ TEST_CASE("serve::model_service: every text gets its own output back, under conc
 }
 
 TEST_CASE("serve::model_service: a full queue refuses at once, a passed deadline times out, stop drains", "[serve]") {
-  const auto cfg = io::bert_config::load(tiny_a / "config.json");
-  auto tok = io::wordpiece_tokenizer::from_file(tiny_a / "vocab.txt");
+  const auto [cfg, tok] = tiny_a_model();
   serve::metrics m;
   std::atomic<int> batches{0};
   serve::service_options o;
@@ -265,8 +269,7 @@ TEST_CASE("serve::model_service: a full queue refuses at once, a passed deadline
 }
 
 TEST_CASE("serve::model_service: a runner that cannot start is an error naming the model and device", "[serve]") {
-  const auto cfg = io::bert_config::load(tiny_a / "config.json");
-  auto tok = io::wordpiece_tokenizer::from_file(tiny_a / "vocab.txt");
+  const auto [cfg, tok] = tiny_a_model();
   serve::metrics m;
   std::vector<serve::runner_slot> slots{
       {"cpu:0", []() -> std::unique_ptr<serve::model_runner> { throw error("model.safetensors: truncated"); }}};
@@ -279,8 +282,7 @@ TEST_CASE("serve::model_service: a runner that cannot start is an error naming t
 }
 
 TEST_CASE("serve::bert_runner on the host: transformers' logits for each text, alone and batched", "[serve][bert]") {
-  const auto cfg = io::bert_config::load(tiny_a / "config.json");
-  auto tok = io::wordpiece_tokenizer::from_file(tiny_a / "vocab.txt");
+  const auto [cfg, tok] = tiny_a_model();
   // transformers' logits for predict_input.tsv (tests/fixtures/bert/tiny_a, computed with the model on a GPU).
   const auto expected = nlohmann::json::parse(std::ifstream(tiny_a / "predict_logits.json"));
   std::vector<std::string> texts;
