@@ -1,7 +1,8 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
 // loom-bert bench: inference latency and throughput of a BERT classifier (random weights unless --model), one JSON
-// line per shape in the format of ../shared/bench/hf_bert.py so the two can be read side by side.
+// line per shape in the format of ../shared/bench/hf_bert.py so the two can be read side by side; with --texts,
+// throughput over real texts (their own lengths), padded and padding-free.
 #pragma once
 
 #include <cstdio>
@@ -14,7 +15,9 @@
 
 #include "bench_ids.hpp"
 #include "cli_checks.hpp"
+#include "model_options.hpp"
 #include "runner.hpp"
+#include "text_batches.hpp"
 #include "standard_output.hpp"
 #include "train_entry.hpp"
 
@@ -33,7 +36,65 @@ struct bench_options {
   std::string reduce_dtype = "auto";
   std::string offload = "none";
   unsigned offload_threads = 0;
+  // --texts: real rows instead of full-length ids
+  std::string texts, format, text_column = "text", text_b_column, vocab, order = "file", padding_free = "both";
+  std::size_t max_seq_len = 128;
 };
+
+/// Throughput over the rows of o.texts, tokenized (truncated to o.max_seq_len) and cut into batches in file order
+/// (as requests arrive) or sorted by length; each batch padded to its longest row, or padding-free. One JSON line
+/// per (batch size, layout): a pass over every row, forward only (the logits stay on the device), no CUDA graph.
+inline void run_texts_bench(const bench_options& o, const model_source& src, const std::string& name) {
+  const std::string vocab = !o.vocab.empty() ? o.vocab : o.model_dir.empty() ? std::string() : o.model_dir;
+  LOOM_CHECK(!vocab.empty(), "--texts needs a tokenizer: --model FOLDER (its vocab.txt) or --vocab FILE");
+  const auto tok = o.vocab.empty() ? folder_tokenizer(o.model_dir)
+                                   : loom::io::wordpiece_tokenizer::from_file(o.vocab, loom::io::wordpiece_options{});
+  const text_rows rows = read_text_rows(o.texts, o.format, o.text_column, o.text_b_column);
+  LOOM_CHECK(o.max_seq_len >= 3 && o.max_seq_len <= static_cast<std::size_t>(src.config.max_position_embeddings),
+             "--max-seq-len " + std::to_string(o.max_seq_len) + " must be in [3, max_position_embeddings " +
+                 std::to_string(src.config.max_position_embeddings) + "]");
+  const auto enc = encode_rows(tok, rows, o.max_seq_len, true);
+  auto r = make_runner(src, o.device, o.precision);
+  const auto pad = static_cast<std::int32_t>(src.config.pad_token_id.value_or(0));
+  std::int64_t tokens = 0;
+  for (const auto& e : enc) tokens += static_cast<std::int64_t>(e.size());
+  std::vector<bool> layouts;
+  if (o.padding_free != "on") layouts.push_back(false);
+  if (o.padding_free != "off") layouts.push_back(true);
+  for (std::int64_t B : o.batches) {
+    std::vector<std::vector<std::size_t>> groups;
+    if (o.order == "length") {
+      groups = length_batches(enc, static_cast<std::size_t>(B));
+    } else {
+      for (std::size_t i = 0; i < enc.size(); i += static_cast<std::size_t>(B)) {
+        groups.emplace_back();
+        for (std::size_t j = i; j < std::min(enc.size(), i + static_cast<std::size_t>(B)); ++j)
+          groups.back().push_back(j);
+      }
+    }
+    for (const bool free : layouts) {
+      std::vector<token_batch> set;
+      std::int64_t computed = 0;  // token rows the GEMMs see
+      for (const auto& g : groups) {
+        set.push_back(make_batch(enc, g, pad, free));
+        computed += free ? static_cast<std::int64_t>(set.back().input_ids.size()) : set.back().rows * set.back().seq;
+      }
+      const double ms = r->bench_set(set, o.iters);
+      if (!r->lead()) continue;
+      const auto mem = loom::get_memory_stats(o.device == "cuda" ? 0 : -1);
+      std::printf("{\"kind\": \"infer_texts\", \"impl\": \"loom\", \"model\": \"%s\", \"texts\": \"%s\", "
+                  "\"rows\": %zu, \"tokens\": %lld, \"computed_tokens\": %lld, \"batch\": %lld, \"order\": \"%s\", "
+                  "\"padding_free\": %s, \"dtype\": \"%s\", \"device\": \"%s\", \"ms_per_pass\": %.3f, "
+                  "\"seq_per_s\": %.1f, \"tokens_per_s\": %.0f, \"peak_gib\": %.3f}\n",
+                  name.c_str(), o.texts.c_str(), enc.size(), static_cast<long long>(tokens),
+                  static_cast<long long>(computed), static_cast<long long>(B), o.order.c_str(),
+                  free ? "true" : "false", o.precision.c_str(), o.device.c_str(), ms,
+                  static_cast<double>(enc.size()) / (ms * 1e-3), static_cast<double>(tokens) / (ms * 1e-3),
+                  static_cast<double>(mem.peak_bytes) / (1ull << 30));
+      flush_stdout();
+    }
+  }
+}
 
 /// BERT-base and -large as hf_bert.py builds them (2 labels).
 inline loom::io::bert_config standard_config(const std::string& size) {
@@ -86,6 +147,7 @@ inline void run_bench(const bench_options& o) {
   }
   // Inference over a tensor-parallel group: every rank runs each batch split over the group, rank 0 reports.
   src.tensor = loom::train::tensor_size_of(o.parallel);
+  if (!o.texts.empty()) return run_texts_bench(o, src, label);
   auto r = make_runner(src, o.device, o.precision);
   const std::string name = !o.model_dir.empty() ? o.model_dir : !o.config_file.empty() ? o.config_file : o.size;
   for (std::int64_t B : o.batches) {
@@ -156,7 +218,21 @@ inline void register_bench(CLI::App& app) {
   sub->add_option("--reduce-dtype", o->reduce_dtype,
                   "with --parallel dp: auto (16-bit gradients summed in fp32 on >= 2 ranks), fp32 (always) or grad")
       ->capture_default_str()->check(CLI::IsMember({"auto", "fp32", "grad"}));
+  sub->add_option("--texts", o->texts, "time passes over these rows of text (CSV, TSV or JSONL) instead of full-length "
+                  "ids: tokenized, cut into --batch sizes, padded or padding-free")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--format", o->format, "with --texts: csv, tsv or jsonl (default: from the extension)");
+  sub->add_option("--text-column", o->text_column, "with --texts: the text column")->capture_default_str();
+  sub->add_option("--text-b-column", o->text_b_column, "with --texts: the second text of a pair");
+  sub->add_option("--vocab", o->vocab, "with --texts and no --model: the vocab.txt to tokenize with");
+  sub->add_option("--max-seq-len", o->max_seq_len, "with --texts: tokens per row at most (longer rows are cut)")
+      ->capture_default_str()->check(CLI::Range(3, 100000));
+  sub->add_option("--order", o->order, "with --texts: file (batches in the rows' order) or length (sorted)")
+      ->capture_default_str()->check(CLI::IsMember({"file", "length"}));
+  sub->add_option("--padding-free", o->padding_free, "with --texts: on, off or both (a line each)")
+      ->capture_default_str()->check(CLI::IsMember({"on", "off", "both"}));
   sub->callback([o] {
+    LOOM_CHECK(o->texts.empty() || !o->train, "--texts times inference; --train times full-length training steps");
     const auto layout = loom::train::parallel_layout_of(o->parallel);
     LOOM_CHECK(o->parallel == "none" || o->train || (layout.tensor > 0 && layout.stage == 0 &&
                                                      o->parallel.find('x') == std::string::npos),

@@ -57,6 +57,9 @@ inline void register_train(CLI::App& app) {
   sub->add_option("--lora-targets", o->lora_targets, "comma-separated: query,key,value,attention.output.dense,...")
       ->capture_default_str();
   sub->add_flag("--recompute", o->recompute, "recompute each layer's activations in backward (less memory)");
+  sub->add_option("--padding-free", o->padding_free,
+                  "on: each batch's rows back to back, no pad token computed; off: padded to the longest row; auto: on")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "on", "off"}));
   sub->add_option("--output", o->output, "folder for the model, checkpoints and metrics.jsonl")->required();
   sub->add_option("--resume", o->resume, "continue from a checkpoint (its folder, or an --output with 'latest')");
   sub->add_flag("--overwrite-output", o->overwrite_output,

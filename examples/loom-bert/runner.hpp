@@ -19,10 +19,12 @@ namespace loom_bert {
 /// The parallel policy `info` reports for one process.
 using parallel_policy = loom::parallel::single;
 
-/// A right-padded batch of token ids on the host (row-major [rows, seq]).
+/// A batch of token ids on the host: right-padded (row-major [rows, seq]), or padding-free (the rows' tokens back
+/// to back, sum(lengths) of them; seq is then the longest row).
 struct token_batch {
   std::int64_t rows = 0, seq = 0;
   std::vector<std::int32_t> input_ids, token_type_ids, lengths;
+  bool padding_free = false;
 };
 
 enum class pooling { cls, mean };
@@ -38,6 +40,9 @@ class runner {
   /// Times `iters` forward passes of `b` after warm-up; with `graph` (CUDA) the pass is captured once in a CUDA
   /// graph and replayed. Returns milliseconds per forward (median of 5 timed rounds).
   virtual double bench(const token_batch& b, int iters, bool graph) = 0;
+  /// Times passes over every batch of `set` (each a forward, no graph: the shapes differ) after a warm-up pass.
+  /// Returns milliseconds per pass over the whole set (median of 5 rounds of `rounds` passes).
+  virtual double bench_set(const std::vector<token_batch>& set, int rounds) = 0;
   /// Whether this process reports: world rank 0 of a tensor-parallel run, or the process alone.
   virtual bool lead() const = 0;
   /// Checkpoint tensors the model did not find and initialised, and tensors it did not use.

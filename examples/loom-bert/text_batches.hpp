@@ -72,12 +72,22 @@ inline std::vector<std::vector<std::size_t>> length_batches(const std::vector<lo
   return out;
 }
 
-/// The rows `idx` padded to their longest (dynamic padding) with `pad_id`.
+/// The rows `idx` padded to their longest (dynamic padding) with `pad_id`, or padding-free (back to back).
 inline token_batch make_batch(const std::vector<loom::io::encoding>& enc, const std::vector<std::size_t>& idx,
-                              std::int32_t pad_id) {
+                              std::int32_t pad_id, bool padding_free = false) {
   token_batch b;
   b.rows = static_cast<std::int64_t>(idx.size());
+  b.padding_free = padding_free;
   for (std::size_t i : idx) b.seq = std::max<std::int64_t>(b.seq, static_cast<std::int64_t>(enc[i].size()));
+  if (padding_free) {
+    for (std::size_t i : idx) {
+      const auto& e = enc[i];
+      b.input_ids.insert(b.input_ids.end(), e.input_ids.begin(), e.input_ids.end());
+      b.token_type_ids.insert(b.token_type_ids.end(), e.token_type_ids.begin(), e.token_type_ids.end());
+      b.lengths.push_back(static_cast<std::int32_t>(e.size()));
+    }
+    return b;
+  }
   b.input_ids.assign(static_cast<std::size_t>(b.rows * b.seq), pad_id);
   b.token_type_ids.assign(static_cast<std::size_t>(b.rows * b.seq), 0);
   for (std::size_t r = 0; r < idx.size(); ++r) {

@@ -11,6 +11,8 @@
 #                rotation then keeps the new run's checkpoints; a killed save's .tmp-checkpoint-* is removed
 #   resume_state a damaged trainer_state.json (position, types, missing fields) and changed flags are refused,
 #                each naming the file and field or the flag
+#   padding_free --padding-free on and off train the same steps (no dropout): losses and gradient norms agree to
+#                fp32 rounding, and so do the dev evaluations; a bad value is refused
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/check_training.sh"
 [ $# = 3 ] || fail "usage: train_cases.sh CASE LOOM_BERT DIR"
@@ -69,6 +71,20 @@ case_diverge() {
 # value KEY LINE: a number from a metrics.jsonl line.
 value() { grep -Eo "\"$1\":[-0-9.e+]*" <<<"$2" | cut -d: -f2; }
 
+# same_steps RUN_A RUN_B STEPS WHAT: the first STEPS logged losses and gradient norms of two runs agree to 1e-4.
+same_steps() {
+  local k la lb m
+  for k in $(seq 1 "$3"); do
+    la=$(grep '"type":"train"' "$1/metrics.jsonl" | sed -n "${k}p")
+    lb=$(grep '"type":"train"' "$2/metrics.jsonl" | sed -n "${k}p")
+    for m in loss grad_norm; do
+      awk -v a="$(value $m "$la")" -v b="$(value $m "$lb")" \
+        'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-4 * (b < 0 ? -b : b) + 1e-6) }' ||
+        fail "step $k $m ($4): $(value $m "$la") / $(value $m "$lb")"
+    done
+  done
+}
+
 case_accumulate() {
   # 20 rows: batches of 4 accumulated over the whole epoch (5 < 1000 micro-batches) against one batch of 20.
   head -n 21 "$ROOT/data/sst2-sample/train.tsv" >"$W/train20.tsv"
@@ -84,16 +100,7 @@ case_accumulate() {
       --lr 1e-3 --schedule constant --output "$W/$1" 2>"$W/$1.log" ||
       fail "train $run: $(tail -n 1 "$W/$1.log")"
   done
-  local la lb k
-  for k in 1 2; do
-    la=$(grep '"type":"train"' "$W/a/metrics.jsonl" | sed -n "${k}p")
-    lb=$(grep '"type":"train"' "$W/b/metrics.jsonl" | sed -n "${k}p")
-    for m in loss grad_norm; do
-      awk -v a="$(value $m "$la")" -v b="$(value $m "$lb")" \
-        'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-4 * (b < 0 ? -b : b) + 1e-6) }' ||
-        fail "step $k $m: accumulated $(value $m "$la"), one batch $(value $m "$lb")"
-    done
-  done
+  same_steps "$W/a" "$W/b" 2 "accumulated / one batch"
   # --grad-accum 2 over 5 batches: the third step has one micro-batch, and its loss is that batch's mean loss, not
   # half of it: it stays within the range of the other steps' losses (the unscaled bug logged about half of them).
   local losses
@@ -102,6 +109,29 @@ case_accumulate() {
     fail "--grad-accum 2, 5 batches: the epoch's last step logged $(sed -n 3p <<<"$losses")" \
       "after $(head -n 1 <<<"$losses")"
   echo "accumulate: 5 micro-batches of 4 = one batch of 20 (loss, grad_norm at steps 1 and 2)"
+}
+
+case_padding_free() {
+  head -n 41 "$ROOT/data/sst2-sample/train.tsv" >"$W/train40.tsv"
+  sed -E 's/"(attention_probs|hidden)_dropout_prob": [0-9.]+/"\1_dropout_prob": 0.0/' \
+    "$ROOT/tests/fixtures/bert/tiny_a/config.json" >"$W/config.json"
+  local mode
+  for mode in on off; do
+    "$LOOM_BERT" train "${DEV[@]}" --config "$W/config.json" --vocab "$ROOT/tests/fixtures/bert/tiny_a/vocab.txt" \
+      --train "$W/train40.tsv" --dev "$W/dev.tsv" --text-column sentence --max-seq-len 32 --batch-size 8 \
+      --epochs 2 --log-every 1 --lr 1e-3 --padding-free "$mode" --output "$W/pf-$mode" 2>"$W/pf-$mode.log" ||
+      fail "train --padding-free $mode: $(tail -n 1 "$W/pf-$mode.log")"
+  done
+  same_steps "$W/pf-on" "$W/pf-off" 10 "padding-free / padded"
+  local lon loff
+  lon=$(grep '"type":"eval"' "$W/pf-on/metrics.jsonl" | tail -n 1)
+  loff=$(grep '"type":"eval"' "$W/pf-off/metrics.jsonl" | tail -n 1)
+  [ -n "$lon" ] && [ "$(value accuracy "$lon")" = "$(value accuracy "$loff")" ] ||
+    fail "dev accuracy: padding-free $(value accuracy "$lon"), padded $(value accuracy "$loff")"
+  run_fails "$W/pf-bad.log" train "${DEV[@]}" --model "$ROOT/tests/fixtures/bert/tiny_a" --train "$W/train40.tsv" \
+    --text-column sentence --padding-free maybe --output "$W/pf-bad"
+  grep -q "padding-free" "$W/pf-bad.log" || fail "--padding-free maybe: $(cat "$W/pf-bad.log")"
+  echo "padding_free: 10 steps of on and off agree (loss, grad_norm), dev accuracy $(value accuracy "$lon")"
 }
 
 case_lock() {
@@ -200,6 +230,6 @@ case_resume_state() {
 }
 
 case "$CASE" in
-  diverge | accumulate | lock | owner | resume_state) "case_$CASE" ;;
+  diverge | accumulate | lock | owner | resume_state | padding_free) "case_$CASE" ;;
   *) fail "unknown case $CASE" ;;
 esac

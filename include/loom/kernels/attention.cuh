@@ -223,6 +223,19 @@ LOOM_DEVICE LOOM_FORCEINLINE int clamp_length(const std::int32_t* lengths, int b
   return len < 1 ? 1 : (len > seq ? seq : len);
 }
 
+// Sequence b's first row in qkv/ctx, its real tokens (keys) and its query rows (host_sequence_rows). Right-padded,
+// lengths are clamped into [1, S]; padding-free, a length outside [1, S] leaves the sequence with no rows at all, so
+// a bad offset cannot reach into another sequence's rows through a query.
+LOOM_DEVICE LOOM_FORCEINLINE sequence_rows sequence_rows_of(const attention_problem& p, int b) {
+  if (p.offsets == nullptr) {
+    const int len = clamp_length(p.lengths, b, p.seq);
+    return {static_cast<index_t>(b) * p.seq, len, p.seq};
+  }
+  const int first = p.offsets[b], len = p.offsets[b + 1] - first;
+  const bool ok = first >= 0 && len >= 1 && len <= p.seq && first + len <= p.tokens;
+  return {first, ok ? len : 0, ok ? len : 0};
+}
+
 // Dropout keep bits of the 32 probabilities a thread holds in a warp's 16 x 64 tile, bit 4*nt + e for element e of
 // n-tile nt. The rows are queries (or keys, when KeyRows) from row0, the columns the other one from col0 (both
 // even). Per n-tile a lane holds rows g and g + 8, columns 2t and 2t + 1: half of two 2 x 2 Philox blocks
@@ -270,13 +283,14 @@ __global__ void __launch_bounds__(32 * Warps, MinBlocks) attention_forward_mma_k
   static_assert(BM <= 2 * BN);
   const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * BM, S = p.seq, H = p.heads;
   const index_t stride = 3 * static_cast<index_t>(H) * D, hidden = static_cast<index_t>(H) * D;
-  const int len = clamp_length(p.lengths, b, S);
-  const T* gq = static_cast<const T*>(p.qkv) + static_cast<index_t>(b) * S * stride + static_cast<index_t>(h) * D;
+  const auto [first, len, rows] = sequence_rows_of(p, b);
+  if (q0 >= rows) return;  // padding-free: past this sequence's end
+  const T* gq = static_cast<const T*>(p.qkv) + first * stride + static_cast<index_t>(h) * D;
   const T* gk = gq + hidden;
   const T* gv = gq + 2 * hidden;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 
-  load_rows_async<T, D, BM, Threads>(&s_kv[1][0][0], gq, stride, q0, S);
+  load_rows_async<T, D, BM, Threads>(&s_kv[1][0][0], gq, stride, q0, rows);
   load_rows_async<T, D, BN, Threads>(s_kv[0][0], gk, stride, 0, len);
   load_rows_async<T, D, BN, Threads>(s_kv[0][1], gv, stride, 0, len);
   cp_async_commit();
@@ -352,7 +366,7 @@ __global__ void __launch_bounds__(32 * Warps, MinBlocks) attention_forward_mma_k
     l[i] += __shfl_xor_sync(full_warp, l[i], 1);
     l[i] += __shfl_xor_sync(full_warp, l[i], 2);
     const int row = q0 + warp * 16 + g + 8 * i;
-    if (p.lse != nullptr && t == 0 && row < S)
+    if (p.lse != nullptr && t == 0 && row < rows)
       p.lse[(static_cast<index_t>(b) * H + h) * S + row] = (m[i] + log2f(l[i])) * ln2;
     l[i] = 1.0f / l[i];
   }
@@ -366,8 +380,8 @@ __global__ void __launch_bounds__(32 * Warps, MinBlocks) attention_forward_mma_k
   __syncthreads();  // the K/V buffers become the output staging area
   float* scratch = reinterpret_cast<float*>(&s_kv[0][0][0]) + warp * 16 * (D + 4);
   static_assert(sizeof(s_kv) >= Warps * 16 * (D + 4) * sizeof(float));
-  T* out = static_cast<T*>(p.ctx) + static_cast<index_t>(b) * S * hidden + static_cast<index_t>(h) * D;
-  store_rows<T, D>(o, 1.0f, scratch, out, hidden, q0 + warp * 16, S, false, lane);
+  T* out = static_cast<T*>(p.ctx) + first * hidden + static_cast<index_t>(h) * D;
+  store_rows<T, D>(o, 1.0f, scratch, out, hidden, q0 + warp * 16, rows, false, lane);
 }
 
 // Backward, dQ. Block (query tile, head, sequence); per K/V tile: S = Q K^T, P = exp(S - lse), dP = dO V^T,
@@ -379,17 +393,18 @@ __global__ void __launch_bounds__(threads) attention_backward_dq_kernel(const at
   __shared__ alignas(16) T s_v[2][BN * LD];
   const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * BM, S = p.seq, H = p.heads;
   const index_t stride = 3 * static_cast<index_t>(H) * D, hidden = static_cast<index_t>(H) * D;
-  const int len = clamp_length(p.lengths, b, S);
+  const auto [first, len, rows] = sequence_rows_of(p, b);
+  if (q0 >= rows) return;
   const index_t head = static_cast<index_t>(h) * D;
-  const T* gq = static_cast<const T*>(p.qkv) + static_cast<index_t>(b) * S * stride + head;
+  const T* gq = static_cast<const T*>(p.qkv) + first * stride + head;
   const T* gk = gq + hidden;
   const T* gv = gq + 2 * hidden;
-  const T* gdo = static_cast<const T*>(p.dctx) + static_cast<index_t>(b) * S * hidden + head;
-  const T* go = static_cast<const T*>(p.ctx) + static_cast<index_t>(b) * S * hidden + head;
+  const T* gdo = static_cast<const T*>(p.dctx) + first * hidden + head;
+  const T* go = static_cast<const T*>(p.ctx) + first * hidden + head;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 
-  load_rows_async<T, D, BM>(s_k[1], gq, stride, q0, S);
-  load_rows_async<T, D, BM>(s_v[1], gdo, hidden, q0, S);
+  load_rows_async<T, D, BM>(s_k[1], gq, stride, q0, rows);
+  load_rows_async<T, D, BM>(s_v[1], gdo, hidden, q0, rows);
   load_rows_async<T, D, BN>(s_k[0], gk, stride, 0, len);
   load_rows_async<T, D, BN>(s_v[0], gv, stride, 0, len);
   cp_async_commit();
@@ -403,7 +418,7 @@ __global__ void __launch_bounds__(threads) attention_backward_dq_kernel(const at
   {
     const int r = lane >> 1, half = lane & 1, row = q0 + warp * 16 + r;
     rowdot = 0;
-    if (row < S)
+    if (row < rows)
       rowdot = half_row_dot<T, D / 2>(s_v[1] + (warp * 16 + r) * LD + half * (D / 2),
                                       go + static_cast<index_t>(row) * hidden + half * (D / 2));
     rowdot += __shfl_xor_sync(full_warp, rowdot, 1);
@@ -413,7 +428,7 @@ __global__ void __launch_bounds__(threads) attention_backward_dq_kernel(const at
   for (int i = 0; i < 2; ++i) {
     const int row = q0 + warp * 16 + g + 8 * i;
     dsum[i] = __shfl_sync(full_warp, rowdot, 2 * (g + 8 * i));
-    lse2[i] = row < S ? p.lse[(static_cast<index_t>(b) * H + h) * S + row] * log2e : 0.0f;
+    lse2[i] = row < rows ? p.lse[(static_cast<index_t>(b) * H + h) * S + row] * log2e : 0.0f;
   }
   __syncthreads();
 
@@ -453,8 +468,8 @@ __global__ void __launch_bounds__(threads) attention_backward_dq_kernel(const at
   }
   __syncthreads();
   float* scratch = reinterpret_cast<float*>(&s_k[0][0]) + warp * 16 * (D + 4);
-  T* out = static_cast<T*>(p.dqkv) + static_cast<index_t>(b) * S * stride + head;
-  store_rows<T, D>(dq, p.scale, scratch, out, stride, q0 + warp * 16, S, p.accumulate, lane);
+  T* out = static_cast<T*>(p.dqkv) + first * stride + head;
+  store_rows<T, D>(dq, p.scale, scratch, out, stride, q0 + warp * 16, rows, p.accumulate, lane);
 }
 
 // Backward, dK and dV. Block (key tile, head, sequence); warp w owns keys k0 + 16w .. +15 (K and V in registers)
@@ -469,9 +484,10 @@ __global__ void __launch_bounds__(threads) attention_backward_dkdv_kernel(const 
   __shared__ float s_lse2[BM], s_dsum[BM];
   const int b = blockIdx.z, h = blockIdx.y, k0 = blockIdx.x * BN, S = p.seq, H = p.heads;
   const index_t stride = 3 * static_cast<index_t>(H) * D, hidden = static_cast<index_t>(H) * D;
-  const int len = clamp_length(p.lengths, b, S);
+  const auto [first, len, rows] = sequence_rows_of(p, b);
+  if (k0 >= rows) return;  // padding-free: past this sequence's end (right-padded, rows = S)
   const index_t head = static_cast<index_t>(h) * D;
-  T* gdk = static_cast<T*>(p.dqkv) + static_cast<index_t>(b) * S * stride + hidden + head;
+  T* gdk = static_cast<T*>(p.dqkv) + first * stride + hidden + head;
   T* gdv = gdk + hidden;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 
@@ -483,7 +499,7 @@ __global__ void __launch_bounds__(threads) attention_backward_dkdv_kernel(const 
       for (int e = 0; e < 8; ++e) zero.e[e] = convert<T>(0.0f);
       for (int c = threadIdx.x; c < BN * per_row; c += threads) {
         const int r = k0 + c / per_row, col = (c % per_row) * 8;
-        if (r >= S) break;
+        if (r >= rows) break;
         *reinterpret_cast<pack*>(gdk + static_cast<index_t>(r) * stride + col) = zero;
         *reinterpret_cast<pack*>(gdv + static_cast<index_t>(r) * stride + col) = zero;
       }
@@ -491,17 +507,17 @@ __global__ void __launch_bounds__(threads) attention_backward_dkdv_kernel(const 
     return;
   }
 
-  const T* gq = static_cast<const T*>(p.qkv) + static_cast<index_t>(b) * S * stride + head;
+  const T* gq = static_cast<const T*>(p.qkv) + first * stride + head;
   const T* gk = gq + hidden;
   const T* gv = gq + 2 * hidden;
-  const T* gdo = static_cast<const T*>(p.dctx) + static_cast<index_t>(b) * S * hidden + head;
-  const T* go = static_cast<const T*>(p.ctx) + static_cast<index_t>(b) * S * hidden + head;
+  const T* gdo = static_cast<const T*>(p.dctx) + first * hidden + head;
+  const T* go = static_cast<const T*>(p.ctx) + first * hidden + head;
 
   // This block's K and V go through buffer 1, free until the first prefetch; query tile 0 into buffer 0.
   load_rows_async<T, D, BN>(s_q[1], gk, stride, k0, len);
   load_rows_async<T, D, BN>(s_do[1], gv, stride, k0, len);
-  load_rows_async<T, D, BM>(s_q[0], gq, stride, 0, S);
-  load_rows_async<T, D, BM>(s_do[0], gdo, hidden, 0, S);
+  load_rows_async<T, D, BM>(s_q[0], gq, stride, 0, rows);
+  load_rows_async<T, D, BM>(s_do[0], gdo, hidden, 0, rows);
   cp_async_commit();
   cp_async_wait_all();
   __syncthreads();
@@ -513,28 +529,28 @@ __global__ void __launch_bounds__(threads) attention_backward_dkdv_kernel(const 
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
   const float to_log2 = p.scale * log2e;
   const float keep_scale = 1.0f / (1.0f - p.dropout.p);
-  const int tiles = (S + BM - 1) / BM;
+  const int tiles = (rows + BM - 1) / BM;
   for (int j = 0; j < tiles; ++j) {
     if (j > 0) {
       cp_async_wait_all();
       __syncthreads();
     }
     if (j + 1 < tiles) {
-      load_rows_async<T, D, BM>(s_q[(j + 1) & 1], gq, stride, (j + 1) * BM, S);
-      load_rows_async<T, D, BM>(s_do[(j + 1) & 1], gdo, hidden, (j + 1) * BM, S);
+      load_rows_async<T, D, BM>(s_q[(j + 1) & 1], gq, stride, (j + 1) * BM, rows);
+      load_rows_async<T, D, BM>(s_do[(j + 1) & 1], gdo, hidden, (j + 1) * BM, rows);
       cp_async_commit();
     }
     const int qb = j * BM;
     {  // lse (base 2) and D = rowsum(dO o O) of this tile's queries; +inf lse makes out-of-range queries weigh 0
       const int r = threadIdx.x >> 1, half = threadIdx.x & 1, q = qb + r;
       float d = 0;
-      if (q < S)
+      if (q < rows)
         d = half_row_dot<T, D / 2>(s_do[j & 1] + r * LD + half * (D / 2),
                                    go + static_cast<index_t>(q) * hidden + half * (D / 2));
       d += __shfl_xor_sync(full_warp, d, 1);
       if (half == 0) {
         s_dsum[r] = d;
-        s_lse2[r] = q < S ? p.lse[(static_cast<index_t>(b) * H + h) * S + q] * log2e : INFINITY;
+        s_lse2[r] = q < rows ? p.lse[(static_cast<index_t>(b) * H + h) * S + q] * log2e : INFINITY;
       }
     }
     __syncthreads();
@@ -563,8 +579,8 @@ __global__ void __launch_bounds__(threads) attention_backward_dkdv_kernel(const 
   __syncthreads();
   float* scratch = reinterpret_cast<float*>(&s_q[0][0]) + warp * 16 * (D + 4);
   static_assert(sizeof(s_q) >= warps * 16 * (D + 4) * sizeof(float));
-  store_rows<T, D>(dk, p.scale, scratch, gdk, stride, k0 + warp * 16, S, p.accumulate, lane);
-  store_rows<T, D>(dv, 1.0f, scratch, gdv, stride, k0 + warp * 16, S, p.accumulate, lane);
+  store_rows<T, D>(dk, p.scale, scratch, gdk, stride, k0 + warp * 16, rows, p.accumulate, lane);
+  store_rows<T, D>(dv, 1.0f, scratch, gdv, stride, k0 + warp * 16, rows, p.accumulate, lane);
 }
 
 // ---- fp32 kernels (float, and head sizes the tensor-core kernels do not cover) ---------------------------------
@@ -616,10 +632,10 @@ template <class T, int V, bool Dropout>
 __global__ void __launch_bounds__(threads) attention_forward_simt_kernel(const attention_problem p) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int b = blockIdx.z, h = blockIdx.y, q = blockIdx.x * warps + warp, S = p.seq, H = p.heads, D = p.head_dim;
-  if (q >= S) return;
+  const auto [first, len, rows] = sequence_rows_of(p, b);
+  if (q >= rows) return;
   const index_t stride = 3 * static_cast<index_t>(H) * D, hidden = static_cast<index_t>(H) * D;
-  const int len = clamp_length(p.lengths, b, S);
-  const T* gq = static_cast<const T*>(p.qkv) + static_cast<index_t>(b) * S * stride + static_cast<index_t>(h) * D;
+  const T* gq = static_cast<const T*>(p.qkv) + first * stride + static_cast<index_t>(h) * D;
   const T* gk = gq + hidden;
   const T* gv = gq + 2 * hidden;
   float qv[V], o[V] = {};
@@ -643,7 +659,7 @@ __global__ void __launch_bounds__(threads) attention_forward_simt_kernel(const a
     m = mn;
   }
   if (p.lse != nullptr && lane == 0) p.lse[(static_cast<index_t>(b) * H + h) * S + q] = (m + log2f(l)) * ln2;
-  T* out = static_cast<T*>(p.ctx) + (static_cast<index_t>(b) * S + q) * hidden + static_cast<index_t>(h) * D;
+  T* out = static_cast<T*>(p.ctx) + (first + q) * hidden + static_cast<index_t>(h) * D;
   store_row<V>(o, 1.0f / l, out, D, false, lane);
 }
 
@@ -651,14 +667,14 @@ template <class T, int V, bool Dropout>
 __global__ void __launch_bounds__(threads) attention_backward_dq_simt_kernel(const attention_problem p) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int b = blockIdx.z, h = blockIdx.y, q = blockIdx.x * warps + warp, S = p.seq, H = p.heads, D = p.head_dim;
-  if (q >= S) return;
+  const auto [first, len, rows] = sequence_rows_of(p, b);
+  if (q >= rows) return;
   const index_t stride = 3 * static_cast<index_t>(H) * D, hidden = static_cast<index_t>(H) * D;
   const index_t head = static_cast<index_t>(h) * D;
-  const int len = clamp_length(p.lengths, b, S);
-  const T* gq = static_cast<const T*>(p.qkv) + static_cast<index_t>(b) * S * stride + head;
+  const T* gq = static_cast<const T*>(p.qkv) + first * stride + head;
   const T* gk = gq + hidden;
   const T* gv = gq + 2 * hidden;
-  const index_t orow = (static_cast<index_t>(b) * S + q) * hidden + head;
+  const index_t orow = (first + q) * hidden + head;
   float qv[V], dov[V], ov[V], dq[V] = {};
   load_row<V>(qv, gq + static_cast<index_t>(q) * stride, D, lane);
   load_row<V>(dov, static_cast<const T*>(p.dctx) + orow, D, lane);
@@ -679,7 +695,7 @@ __global__ void __launch_bounds__(threads) attention_backward_dq_simt_kernel(con
 #pragma unroll
     for (int i = 0; i < V; ++i) dq[i] += ds * kv[i];
   }
-  T* out = static_cast<T*>(p.dqkv) + (static_cast<index_t>(b) * S + q) * stride + head;
+  T* out = static_cast<T*>(p.dqkv) + (first + q) * stride + head;
   store_row<V>(dq, p.scale, out, D, p.accumulate, lane);
 }
 
@@ -687,24 +703,24 @@ template <class T, int V, bool Dropout>
 __global__ void __launch_bounds__(threads) attention_backward_dkdv_simt_kernel(const attention_problem p) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int b = blockIdx.z, h = blockIdx.y, k = blockIdx.x * warps + warp, S = p.seq, H = p.heads, D = p.head_dim;
-  if (k >= S) return;
+  const auto [first, len, rows] = sequence_rows_of(p, b);
+  if (k >= rows) return;
   const index_t stride = 3 * static_cast<index_t>(H) * D, hidden = static_cast<index_t>(H) * D;
   const index_t head = static_cast<index_t>(h) * D;
-  const int len = clamp_length(p.lengths, b, S);
-  T* gdk = static_cast<T*>(p.dqkv) + (static_cast<index_t>(b) * S + k) * stride + hidden + head;
+  T* gdk = static_cast<T*>(p.dqkv) + (first + k) * stride + hidden + head;
   T* gdv = gdk + hidden;
   float dk[V] = {}, dv[V] = {};
   if (k < len) {
-    const T* gq = static_cast<const T*>(p.qkv) + static_cast<index_t>(b) * S * stride + head;
-    const T* gdo = static_cast<const T*>(p.dctx) + static_cast<index_t>(b) * S * hidden + head;
-    const T* go = static_cast<const T*>(p.ctx) + static_cast<index_t>(b) * S * hidden + head;
+    const T* gq = static_cast<const T*>(p.qkv) + first * stride + head;
+    const T* gdo = static_cast<const T*>(p.dctx) + first * hidden + head;
+    const T* go = static_cast<const T*>(p.ctx) + first * hidden + head;
     float kv[V], vv[V];
     load_row<V>(kv, gq + hidden + static_cast<index_t>(k) * stride, D, lane);
     load_row<V>(vv, gq + 2 * hidden + static_cast<index_t>(k) * stride, D, lane);
     const float to_log2 = p.scale * log2e, keep_scale = 1.0f / (1.0f - p.dropout.p);
     const float* lse = p.lse + (static_cast<index_t>(b) * H + h) * S;
     unsigned keep = ~0u;
-    for (int q = 0; q < S; ++q) {
+    for (int q = 0; q < rows; ++q) {
       if (Dropout && (q & 31) == 0) keep = keep_bits(p, b, h, q, k, false, lane);
       float qv[V], dov[V], ov[V];
       load_row<V>(qv, gq + static_cast<index_t>(q) * stride, D, lane);

@@ -1,7 +1,8 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
-// BERT multi-head self-attention over a packed QKV buffer with a right-padding (length) mask: forward and backward,
-// host reference here, fused CUDA kernels in attention.cuh (one declaration for both devices).
+// BERT multi-head self-attention over a fused QKV buffer, its sequences right-padded (a length mask) or padding-free
+// (back to back, by offsets): forward and backward, host reference here, fused CUDA kernels in attention.cuh (one
+// declaration for both devices).
 #pragma once
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "../core/dtype.hpp"           // defines: dtype_of, name (the element type in errors)
 #include "../tensor/random.hpp"        // defines: uniform01 (Philox4x32-10)
 #include "../tensor/tensor.hpp"
+#include "token_layout.hpp"
 
 #if LOOM_HAS_CUDA_RUNTIME
 #include "../core/cuda_stream.hpp"
@@ -50,14 +52,16 @@ namespace detail {
 struct attention_problem {
   const void* qkv = nullptr;
   const std::int32_t* lengths = nullptr;
+  const std::int32_t* offsets = nullptr;  // padding-free: sequence b at rows [offsets[b], offsets[b+1]); else b*seq
   void* ctx = nullptr;           // forward: written; backward: read (the forward's output)
   const void* dctx = nullptr;    // backward only
   float* lse = nullptr;          // [B, heads, S]; forward writes it when non-null, backward reads it
   void* dqkv = nullptr;          // backward only
-  int batch = 0, seq = 0, heads = 0, head_dim = 0;
+  int batch = 0, seq = 0, heads = 0, head_dim = 0;  // padding-free: seq is the longest sequence
   float scale = 0;               // 1/sqrt(head_dim)
   attention_dropout dropout{};
   bool accumulate = false;       // backward: dqkv += gradient instead of dqkv = gradient
+  index_t tokens = 0;            // rows of qkv (the host reference checks the offsets against it)
 };
 
 /// The Philox counter of probability (b, h, q, k): one per 2 x 2 block {q, q^1} x {k, k^1} of the [B, heads, S, S]
@@ -141,8 +145,35 @@ void check_no_overlap(const tensor<X, D1>& x, const char* xn, const tensor<Y, D2
              std::string("attention: ") + xn + " overlaps " + yn);
 }
 
+// The checks and fields both layouts share: `batch` sequences of at most `seq` tokens, `heads` heads of `head_dim`.
+inline attention_problem attention_problem_of(index_t batch, index_t seq, index_t heads, index_t head_dim,
+                                              const attention_dropout& dropout, const std::string& qkv_shape) {
+  LOOM_CHECK(batch >= 1 && seq >= 1 && heads >= 1 && head_dim >= 1, "attention: empty qkv " + qkv_shape);
+  LOOM_CHECK(batch <= 65535 && heads <= 65535 && seq <= (index_t(1) << 24) && head_dim <= 256,
+             "attention: qkv " + qkv_shape + " is outside the supported sizes (batch and heads <= 65535, "
+             "seq <= 2^24, head_dim <= 256)");
+  LOOM_CHECK(dropout.p >= 0.0f && dropout.p < 1.0f,
+             "attention: dropout probability must be in [0, 1), got " + std::to_string(dropout.p));
+  attention_problem p;
+  p.batch = static_cast<int>(batch);
+  p.seq = static_cast<int>(seq);
+  p.heads = static_cast<int>(heads);
+  p.head_dim = static_cast<int>(head_dim);
+  p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+  p.dropout = dropout;
+  return p;
+}
+
+template <class Device>
+void check_lse(const tensor<float, Device>& lse, index_t B, index_t H, index_t S) {
+  LOOM_CHECK(lse.numel() == 0 || (lse.rank() == 3 && lse.extent(0) == B && lse.extent(1) == H &&
+                                  lse.extent(2) == S && lse.is_contiguous()),
+             "attention: lse must be empty or a contiguous [" + std::to_string(B) + ", " + std::to_string(H) + ", " +
+                 std::to_string(S) + "] float tensor, got " + lse.extents().str());
+}
+
 /// Validates shapes, layouts and options shared by forward and backward; returns the problem without pointers
-/// beyond qkv and lengths.
+/// beyond qkv and lengths. Right-padded: qkv [B, S, 3, heads, D].
 template <class T, class Device>
 attention_problem make_attention_problem(const tensor<T, Device>& qkv, const tensor<std::int32_t, Device>& lengths,
                                          const tensor<T, Device>& ctx, const tensor<float, Device>& lse,
@@ -151,10 +182,7 @@ attention_problem make_attention_problem(const tensor<T, Device>& qkv, const ten
              "attention: qkv must be [batch, seq, 3, heads, head_dim], got " + qkv.extents().str());
   LOOM_CHECK(qkv.is_contiguous(), "attention: qkv must be contiguous (the fused QKV projection's output)");
   const index_t B = qkv.extent(0), S = qkv.extent(1), H = qkv.extent(3), D = qkv.extent(4);
-  LOOM_CHECK(B >= 1 && S >= 1 && H >= 1 && D >= 1, "attention: empty qkv " + qkv.extents().str());
-  LOOM_CHECK(B <= 65535 && H <= 65535 && S <= (index_t(1) << 24) && D <= 256,
-             "attention: qkv " + qkv.extents().str() + " is outside the supported sizes (batch and heads <= 65535, "
-             "seq <= 2^24, head_dim <= 256)");
+  attention_problem p = attention_problem_of(B, S, H, D, dropout, qkv.extents().str());
   LOOM_CHECK(lengths.rank() == 1 && lengths.extent(0) == B && lengths.is_contiguous(),
              "attention: lengths must be a contiguous [" + std::to_string(B) + "] int32 tensor, got " +
                  lengths.extents().str());
@@ -162,21 +190,38 @@ attention_problem make_attention_problem(const tensor<T, Device>& qkv, const ten
                  ctx.is_contiguous(),
              "attention: ctx must be a contiguous [" + std::to_string(B) + ", " + std::to_string(S) + ", " +
                  std::to_string(H * D) + "] tensor, got " + ctx.extents().str());
-  LOOM_CHECK(lse.numel() == 0 || (lse.rank() == 3 && lse.extent(0) == B && lse.extent(1) == H &&
-                                  lse.extent(2) == S && lse.is_contiguous()),
-             "attention: lse must be empty or a contiguous [" + std::to_string(B) + ", " + std::to_string(H) + ", " +
-                 std::to_string(S) + "] float tensor, got " + lse.extents().str());
-  LOOM_CHECK(dropout.p >= 0.0f && dropout.p < 1.0f,
-             "attention: dropout probability must be in [0, 1), got " + std::to_string(dropout.p));
-  attention_problem p;
+  check_lse(lse, B, H, S);
   p.qkv = qkv.data();
   p.lengths = lengths.data();
-  p.batch = static_cast<int>(B);
-  p.seq = static_cast<int>(S);
-  p.heads = static_cast<int>(H);
-  p.head_dim = static_cast<int>(D);
-  p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-  p.dropout = dropout;
+  p.tokens = B * S;
+  return p;
+}
+
+/// The same for a token_layout: qkv [N, 3, heads, D], ctx [N, heads*D], lse [B, heads, S] (S: l.seq).
+template <class T, class Device>
+attention_problem make_attention_problem(const tensor<T, Device>& qkv, const token_layout<Device>& l,
+                                         const tensor<T, Device>& ctx, const tensor<float, Device>& lse,
+                                         const attention_dropout& dropout) {
+  LOOM_CHECK(qkv.rank() == 4 && qkv.extent(1) == 3 && qkv.extent(0) == l.tokens,
+             "attention: qkv must be [" + std::to_string(l.tokens) + " tokens, 3, heads, head_dim], got " +
+                 qkv.extents().str());
+  LOOM_CHECK(qkv.is_contiguous(), "attention: qkv must be contiguous (the fused QKV projection's output)");
+  const index_t N = l.tokens, B = l.rows, S = l.seq, H = qkv.extent(2), D = qkv.extent(3);
+  LOOM_CHECK(l.padding_free() || N == B * S, "attention: a right-padded layout of " + std::to_string(B) + " x " +
+                                                 std::to_string(S) + " tokens has " + std::to_string(N));
+  attention_problem p = attention_problem_of(B, S, H, D, dropout, qkv.extents().str());
+  LOOM_CHECK(l.lengths.rank() == 1 && l.lengths.extent(0) == B && l.lengths.is_contiguous() &&
+                 (!l.padding_free() || (l.offsets.extent(0) == B + 1 && l.offsets.is_contiguous())),
+             "attention: the layout's lengths " + l.lengths.extents().str() + " / offsets " +
+                 l.offsets.extents().str() + " do not describe " + std::to_string(B) + " contiguous sequences");
+  LOOM_CHECK(ctx.rank() == 2 && ctx.extent(0) == N && ctx.extent(1) == H * D && ctx.is_contiguous(),
+             "attention: ctx must be a contiguous [" + std::to_string(N) + ", " + std::to_string(H * D) +
+                 "] tensor, got " + ctx.extents().str());
+  check_lse(lse, B, H, S);
+  p.qkv = qkv.data();
+  p.lengths = l.lengths.data();
+  p.offsets = l.padding_free() ? l.offsets.data() : nullptr;
+  p.tokens = N;
   return p;
 }
 
@@ -194,6 +239,22 @@ inline int checked_length(const std::int32_t* lengths, int b, int seq) {
   return len;
 }
 
+/// Sequence b's first row in qkv/ctx, its real tokens (the keys) and its query rows: right-padded, rows b*S..
+/// (every one a query, padding included); padding-free, rows offsets[b].. (its own tokens only).
+struct sequence_rows {
+  index_t first;
+  int len, rows;
+};
+inline sequence_rows host_sequence_rows(const attention_problem& p, int b) {
+  if (!p.offsets) return {static_cast<index_t>(b) * p.seq, checked_length(p.lengths, b, p.seq), p.seq};
+  const index_t first = p.offsets[b], end = p.offsets[b + 1];
+  LOOM_CHECK(first >= 0 && end <= p.tokens && end - first >= 1 && end - first <= p.seq,
+             "attention: sequence " + std::to_string(b) + " spans offsets [" + std::to_string(first) + ", " +
+                 std::to_string(end) + "), outside 1.." + std::to_string(p.seq) + " of " + std::to_string(p.tokens) +
+                 " token rows");
+  return {first, static_cast<int>(end - first), static_cast<int>(end - first)};
+}
+
 template <class T>
 void host_attention_forward(const attention_problem& p) {
   const int S = p.seq, H = p.heads, D = p.head_dim;
@@ -204,13 +265,13 @@ void host_attention_forward(const attention_problem& p) {
   const double keep_scale = 1.0 / (1.0 - static_cast<double>(p.dropout.p));
   std::vector<double> s(static_cast<std::size_t>(S)), acc(static_cast<std::size_t>(D));
   for (int b = 0; b < p.batch; ++b) {
-    const int len = checked_length(p.lengths, b, S);
-    const T* base = qkv + static_cast<index_t>(b) * S * row;
+    const auto [first, len, rows] = host_sequence_rows(p, b);
+    const T* base = qkv + first * row;
     for (int h = 0; h < H; ++h) {
       const T* qh = base + static_cast<index_t>(h) * D;
       const T* kh = qh + hidden;
       const T* vh = qh + 2 * hidden;
-      for (int q = 0; q < S; ++q) {
+      for (int q = 0; q < rows; ++q) {
         // Scores against the real keys only: masked keys would get weight exp(finfo.min - max) = 0 exactly.
         double mx = -std::numeric_limits<double>::infinity();
         for (int k = 0; k < len; ++k) {
@@ -228,7 +289,7 @@ void host_attention_forward(const attention_problem& p) {
           if (p.dropout.p > 0) w = attention_keep(p.dropout, b, h, q, k, H, S) ? w * keep_scale : 0.0;
           for (int d = 0; d < D; ++d) acc[d] += w * attention_load(vh, k * row + d);
         }
-        T* out = ctx + (static_cast<index_t>(b) * S + q) * hidden + static_cast<index_t>(h) * D;
+        T* out = ctx + (first + q) * hidden + static_cast<index_t>(h) * D;
         for (int d = 0; d < D; ++d) out[d] = convert<T>(static_cast<compute_t<T>>(acc[d]));
         if (p.lse) p.lse[(static_cast<index_t>(b) * H + h) * S + q] = static_cast<float>(lse);
       }
@@ -251,23 +312,23 @@ void host_attention_backward(const attention_problem& p) {
   const std::size_t SD = static_cast<std::size_t>(S) * D;
   std::vector<double> dq(SD), dk(SD), dv(SD), rowdot(static_cast<std::size_t>(S));
   for (int b = 0; b < p.batch; ++b) {
-    const int len = checked_length(p.lengths, b, S);
-    const T* base = qkv + static_cast<index_t>(b) * S * row;
+    const auto [first, len, rows] = host_sequence_rows(p, b);
+    const T* base = qkv + first * row;
     for (int h = 0; h < H; ++h) {
       const T* qh = base + static_cast<index_t>(h) * D;
       const T* kh = qh + hidden;
       const T* vh = qh + 2 * hidden;
-      const index_t o0 = static_cast<index_t>(b) * S * hidden + static_cast<index_t>(h) * D;  // ctx/dctx offset
+      const index_t o0 = first * hidden + static_cast<index_t>(h) * D;  // ctx/dctx offset
       std::fill(dq.begin(), dq.end(), 0.0);
       std::fill(dk.begin(), dk.end(), 0.0);
       std::fill(dv.begin(), dv.end(), 0.0);
-      for (int q = 0; q < S; ++q) {
+      for (int q = 0; q < rows; ++q) {
         double sum = 0;
         for (int d = 0; d < D; ++d)
           sum += attention_load(dctx, o0 + q * hidden + d) * attention_load(ctx, o0 + q * hidden + d);
         rowdot[q] = sum;
       }
-      for (int q = 0; q < S; ++q) {
+      for (int q = 0; q < rows; ++q) {
         const double lse = static_cast<double>(p.lse[(static_cast<index_t>(b) * H + h) * S + q]);
         for (int k = 0; k < len; ++k) {
           double dot = 0, dp = 0;
@@ -286,8 +347,8 @@ void host_attention_backward(const attention_problem& p) {
           }
         }
       }
-      T* gbase = dqkv + static_cast<index_t>(b) * S * row + static_cast<index_t>(h) * D;
-      for (int r = 0; r < S; ++r) {
+      T* gbase = dqkv + first * row + static_cast<index_t>(h) * D;
+      for (int r = 0; r < rows; ++r) {
         for (int d = 0; d < D; ++d) {
           const double* src[3] = {&dq[r * D + d], &dk[r * D + d], &dv[r * D + d]};
           for (int part = 0; part < 3; ++part) {
@@ -299,6 +360,60 @@ void host_attention_backward(const attention_problem& p) {
       }
     }
   }
+}
+
+// The host reference, or the registered CUDA kernels on the current stream.
+template <class T, class Device>
+void run_attention(const attention_problem& p, bool backward) {
+  if constexpr (std::is_same_v<Device, host>) {
+    backward ? host_attention_backward<T>(p) : host_attention_forward<T>(p);
+  } else {
+    static_assert(!std::is_same_v<T, double>, "attention on CUDA supports float, bf16 and f16 (double: host only)");
+#if LOOM_CUDA_COMPILER
+    // Only here does the nvcc TU's definition differ from a host TU's: an odr-use with no run-time effect (the
+    // registration runs at start-up, whichever TU's copy of this function the linker keeps).
+    static_cast<void>(&attention_cuda_registered<T>);
+#endif
+#if LOOM_HAS_CUDA_RUNTIME
+    const auto& slots = attention_cuda_registered_slots<T>(backward ? "attention_backward" : "attention_forward");
+    (backward ? slots.backward : slots.forward).load(std::memory_order_acquire)(p, current_stream());
+#endif
+  }
+}
+
+// What attention_forward and attention_backward do once the problem is checked, for either layout.
+template <class T, class Device>
+void run_attention_forward(attention_problem p, const tensor<T, Device>& qkv, const tensor<T, Device>& ctx,
+                           const tensor<float, Device>& lse) {
+  check_no_overlap(ctx, "ctx", qkv, "qkv");
+  check_no_overlap(lse, "lse", qkv, "qkv");
+  check_no_overlap(lse, "lse", ctx, "ctx");
+  p.ctx = ctx.data();
+  p.lse = lse.numel() ? lse.data() : nullptr;
+  run_attention<T, Device>(p, false);
+}
+
+template <class T, class Device>
+void run_attention_backward(attention_problem p, const tensor<T, Device>& qkv, const tensor<T, Device>& ctx,
+                            const tensor<T, Device>& dctx, const tensor<float, Device>& lse,
+                            const tensor<T, Device>& dqkv, autograd::grad_mode mode) {
+  LOOM_CHECK(lse.numel() != 0, "attention_backward: lse (saved by attention_forward) is required");
+  LOOM_CHECK(dctx.extents() == ctx.extents() && dctx.is_contiguous(),
+             "attention_backward: dctx must be contiguous with ctx's shape " + ctx.extents().str() + ", got " +
+                 dctx.extents().str());
+  LOOM_CHECK(dqkv.extents() == qkv.extents() && dqkv.is_contiguous(),
+             "attention_backward: dqkv must be contiguous with qkv's shape " + qkv.extents().str() + ", got " +
+                 dqkv.extents().str());
+  check_no_overlap(dqkv, "dqkv", qkv, "qkv");
+  check_no_overlap(dqkv, "dqkv", ctx, "ctx");
+  check_no_overlap(dqkv, "dqkv", dctx, "dctx");
+  check_no_overlap(dqkv, "dqkv", lse, "lse");
+  p.ctx = ctx.data();
+  p.dctx = dctx.data();
+  p.lse = lse.data();
+  p.dqkv = dqkv.data();
+  p.accumulate = mode == autograd::grad_mode::accumulate;
+  run_attention<T, Device>(p, true);
 }
 
 }  // namespace detail
@@ -331,27 +446,19 @@ template <floating T, device_tag Device>
 void attention_forward(const tensor<T, Device>& qkv, const tensor<std::int32_t, Device>& lengths,
                        const tensor<T, Device>& ctx, const tensor<float, Device>& lse,
                        const attention_dropout& dropout = {}) {
-  detail::attention_problem p = detail::make_attention_problem(qkv, lengths, ctx, lse, dropout);
-  detail::check_no_overlap(ctx, "ctx", qkv, "qkv");
-  detail::check_no_overlap(lse, "lse", qkv, "qkv");
-  detail::check_no_overlap(lse, "lse", ctx, "ctx");
-  p.ctx = ctx.data();
-  p.lse = lse.numel() ? lse.data() : nullptr;
-  if constexpr (std::is_same_v<Device, host>) {
-    detail::host_attention_forward<T>(p);
-  } else {
-    static_assert(!std::is_same_v<T, double>, "attention on CUDA supports float, bf16 and f16 (double: host only)");
-#if LOOM_CUDA_COMPILER
-    // Only here does the nvcc TU's definition differ from a host TU's: an odr-use with no run-time effect (the
-    // registration runs at start-up, whichever TU's copy of this function the linker keeps).
-    static_cast<void>(&detail::attention_cuda_registered<T>);
-#endif
-#if LOOM_HAS_CUDA_RUNTIME
-    const auto& slots = detail::attention_cuda_registered_slots<T>("attention_forward");
-    slots.forward.load(std::memory_order_acquire)(p, current_stream());
-#endif
-  }
+  detail::run_attention_forward(detail::make_attention_problem(qkv, lengths, ctx, lse, dropout), qkv, ctx, lse);
 }
+
+/// attention_forward over a token_layout: right-padded, or padding-free (sequence b's tokens at rows
+/// [offsets[b], offsets[b+1]) of qkv and ctx, attending to each other only). qkv [N, 3, heads, D] and ctx
+/// [N, heads*D] with N = layout.tokens; lse [B, heads, layout.seq]. Padding-free, only the sequences' own rows are
+/// read and written, and dropout draws the mask of the right-padded call with S = layout.seq.
+template <floating T, device_tag Device>
+void attention_forward(const tensor<T, Device>& qkv, const token_layout<Device>& layout, const tensor<T, Device>& ctx,
+                       const tensor<float, Device>& lse, const attention_dropout& dropout = {}) {
+  detail::run_attention_forward(detail::make_attention_problem(qkv, layout, ctx, lse, dropout), qkv, ctx, lse);
+}
+
 
 /// Gradient of attention_forward w.r.t. the packed qkv buffer, flash-attention-2 style: the probabilities are
 /// recomputed from `lse` (never stored), dS = P o (dP - D) with D = rowsum(dctx o ctx).
@@ -372,38 +479,20 @@ void attention_backward(const tensor<T, Device>& qkv, const tensor<std::int32_t,
                         const tensor<T, Device>& ctx, const tensor<T, Device>& dctx,
                         const tensor<float, Device>& lse, const tensor<T, Device>& dqkv, autograd::grad_mode mode,
                         const attention_dropout& dropout = {}) {
-  detail::attention_problem p = detail::make_attention_problem(qkv, lengths, ctx, lse, dropout);
-  LOOM_CHECK(lse.numel() != 0, "attention_backward: lse (saved by attention_forward) is required");
-  LOOM_CHECK(dctx.extents() == ctx.extents() && dctx.is_contiguous(),
-             "attention_backward: dctx must be contiguous with ctx's shape " + ctx.extents().str() + ", got " +
-                 dctx.extents().str());
-  LOOM_CHECK(dqkv.extents() == qkv.extents() && dqkv.is_contiguous(),
-             "attention_backward: dqkv must be contiguous with qkv's shape " + qkv.extents().str() + ", got " +
-                 dqkv.extents().str());
-  detail::check_no_overlap(dqkv, "dqkv", qkv, "qkv");
-  detail::check_no_overlap(dqkv, "dqkv", ctx, "ctx");
-  detail::check_no_overlap(dqkv, "dqkv", dctx, "dctx");
-  detail::check_no_overlap(dqkv, "dqkv", lse, "lse");
-  p.ctx = ctx.data();
-  p.dctx = dctx.data();
-  p.lse = lse.data();
-  p.dqkv = dqkv.data();
-  p.accumulate = mode == autograd::grad_mode::accumulate;
-  if constexpr (std::is_same_v<Device, host>) {
-    detail::host_attention_backward<T>(p);
-  } else {
-    static_assert(!std::is_same_v<T, double>, "attention on CUDA supports float, bf16 and f16 (double: host only)");
-#if LOOM_CUDA_COMPILER
-    // Only here does the nvcc TU's definition differ from a host TU's: an odr-use with no run-time effect (the
-    // registration runs at start-up, whichever TU's copy of this function the linker keeps).
-    static_cast<void>(&detail::attention_cuda_registered<T>);
-#endif
-#if LOOM_HAS_CUDA_RUNTIME
-    const auto& slots = detail::attention_cuda_registered_slots<T>("attention_backward");
-    slots.backward.load(std::memory_order_acquire)(p, current_stream());
-#endif
-  }
+  detail::run_attention_backward(detail::make_attention_problem(qkv, lengths, ctx, lse, dropout), qkv, ctx, dctx, lse,
+                                 dqkv, mode);
 }
+
+/// attention_backward over a token_layout (see attention_forward): dqkv [N, 3, heads, D]. Padding-free, every row
+/// of every sequence is written (or added to); right-padded, every element.
+template <floating T, device_tag Device>
+void attention_backward(const tensor<T, Device>& qkv, const token_layout<Device>& layout, const tensor<T, Device>& ctx,
+                        const tensor<T, Device>& dctx, const tensor<float, Device>& lse, const tensor<T, Device>& dqkv,
+                        autograd::grad_mode mode, const attention_dropout& dropout = {}) {
+  detail::run_attention_backward(detail::make_attention_problem(qkv, layout, ctx, lse, dropout), qkv, ctx, dctx, lse,
+                                 dqkv, mode);
+}
+
 
 }  // namespace loom
 

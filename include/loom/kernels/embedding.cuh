@@ -28,17 +28,22 @@ struct embedding_source {
     bool bad;
   };
   struct hint {
-    std::int32_t id, type;
+    std::int32_t id, type, position;
   };
-  __device__ LOOM_FORCEINLINE hint fetch(index_t r) const { return {e.ids[r], e.types ? e.types[r] : 0}; }
-  __device__ LOOM_FORCEINLINE ctx prepare(index_t r, hint h) const {
-    const std::int32_t id = h.id, tt = h.type;
+  __device__ LOOM_FORCEINLINE hint fetch(index_t r) const {
+    return {e.ids[r], e.types ? e.types[r] : 0,
+            e.positions ? e.positions[r] : static_cast<std::int32_t>(r % e.seq)};
+  }
+  __device__ LOOM_FORCEINLINE ctx prepare(index_t, hint h) const {
+    const std::int32_t id = h.id, tt = h.type, pos = h.position;
     const bool bad_id = id < 0 || id >= e.word.rows;
     const bool bad_type = e.token_type.data && (tt < 0 || tt >= e.token_type.rows);
+    const bool bad_pos = pos < 0 || pos >= e.position.rows;
     // Never read out of bounds: a bad token reads row 0 and is poisoned with NaN below.
-    if ((bad_id || bad_type) && error_flag) atomicOr(error_flag, (bad_id ? 1 : 0) | (bad_type ? 2 : 0));
-    return {e.word.row(bad_id ? 0 : id), e.position.row(r % e.seq),
-            e.token_type.data ? e.token_type.row(bad_type ? 0 : tt) : nullptr, bad_id || bad_type};
+    if ((bad_id || bad_type || bad_pos) && error_flag)
+      atomicOr(error_flag, (bad_id ? 1 : 0) | (bad_type ? 2 : 0) | (bad_pos ? 4 : 0));
+    return {e.word.row(bad_id ? 0 : id), e.position.row(bad_pos ? 0 : pos),
+            e.token_type.data ? e.token_type.row(bad_type ? 0 : tt) : nullptr, bad_id || bad_type || bad_pos};
   }
   __device__ LOOM_FORCEINLINE void load(const ctx& p, index_t c, stat_t<T> (&v)[vec_width<T>]) const {
     stat_t<T> q[vec_width<T>], t[vec_width<T>];
@@ -265,41 +270,51 @@ __global__ void __launch_bounds__(emb_cols) embedding_type_partial_kernel(row_vi
 
 }  // namespace LOOM_KERNEL_NS
 
+// table[key] (+)= the sum of dsum's rows with that key, keys[r] from `ids` (outside [0, table.rows) or equal to
+// `padding_idx`: no gradient): a stable radix sort of the keys, then each key's run summed in token order by its
+// owner (runs spanning sort chunks joined by a second kernel, in chunk order).
+template <class T, class G>
+void scatter_rows_by_key(const row_view<const T>& ds, const std::int32_t* ids, index_t tokens, const row_view<G>& table,
+                         bool accumulate, std::int32_t padding_idx, const embedding_workspace_layout& l,
+                         std::uint8_t* ws, cudaStream_t stream) {
+  if (!accumulate) launch_zero_rows(table, stream);
+  if (tokens == 0) return;
+  auto* keys_in = reinterpret_cast<std::uint32_t*>(ws + l.keys_in);
+  auto* keys_out = reinterpret_cast<std::uint32_t*>(ws + l.keys_out);
+  auto* vals_in = reinterpret_cast<std::int32_t*>(ws + l.vals_in);
+  auto* vals_out = reinterpret_cast<std::int32_t*>(ws + l.vals_out);
+  embedding_keys_kernel<std::int32_t>
+      <<<grid_for(tokens, 256), 256, 0, stream>>>(ids, tokens, table.rows, padding_idx, keys_in, vals_in);
+  LOOM_CUDA_CHECK_LAUNCH();
+  std::size_t temp = l.sort_temp_bytes;
+  // LSD radix sort is stable: equal ids keep token order, which fixes the summation order.
+  LOOM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(ws + l.sort_temp, temp, keys_in, keys_out, vals_in, vals_out,
+                                                  static_cast<int>(tokens), 0, l.end_bit, stream));
+  auto* partial = reinterpret_cast<float*>(ws + l.word_partial);
+  const index_t n = ds.n;
+  const emb_word_args<T, G> a{ds, table, keys_out, vals_out, partial, partial + l.chunks * n, tokens, l.chunks,
+                              accumulate};
+  const dim3 grid(static_cast<unsigned>(l.chunks), static_cast<unsigned>(ceil_div(n, emb_cols)));
+  embedding_word_chunk_kernel<T, G><<<grid, emb_cols, 0, stream>>>(a);
+  LOOM_CUDA_CHECK_LAUNCH();
+  embedding_word_join_kernel<T, G><<<grid, emb_cols, 0, stream>>>(a);
+  LOOM_CUDA_CHECK_LAUNCH();
+}
+
 template <class T, class G>
 void cuda_embedding_backward(const row_view<T>& dsum, const std::int32_t* ids, const std::int32_t* types,
-                             index_t batch, index_t seq, const row_view<G>& dword, const row_view<G>& dposition,
-                             const row_view<G>& dtoken_type, bool accumulate, std::int32_t padding_idx,
-                             const embedding_workspace_layout& l, std::uint8_t* ws) {
+                             const std::int32_t* positions, index_t batch, index_t seq, const row_view<G>& dword,
+                             const row_view<G>& dposition, const row_view<G>& dtoken_type, bool accumulate,
+                             std::int32_t padding_idx, const embedding_workspace_layout& l, std::uint8_t* ws) {
   cudaStream_t stream = current_stream();
   const index_t tokens = batch * seq, n = dsum.n;
   const row_view<const T> ds = const_rows(dsum);
   const auto col_blocks = static_cast<unsigned>(ceil_div(n, emb_cols));
   if (n == 0) return;
-  if (dword.data) {
-    if (!accumulate) launch_zero_rows(dword, stream);
-    if (tokens > 0) {
-      auto* keys_in = reinterpret_cast<std::uint32_t*>(ws + l.keys_in);
-      auto* keys_out = reinterpret_cast<std::uint32_t*>(ws + l.keys_out);
-      auto* vals_in = reinterpret_cast<std::int32_t*>(ws + l.vals_in);
-      auto* vals_out = reinterpret_cast<std::int32_t*>(ws + l.vals_out);
-      embedding_keys_kernel<std::int32_t>
-          <<<grid_for(tokens, 256), 256, 0, stream>>>(ids, tokens, dword.rows, padding_idx, keys_in, vals_in);
-      LOOM_CUDA_CHECK_LAUNCH();
-      std::size_t temp = l.sort_temp_bytes;
-      // LSD radix sort is stable: equal ids keep token order, which fixes the summation order.
-      LOOM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(ws + l.sort_temp, temp, keys_in, keys_out, vals_in, vals_out,
-                                                      static_cast<int>(tokens), 0, l.end_bit, stream));
-      auto* partial = reinterpret_cast<float*>(ws + l.word_partial);
-      const emb_word_args<T, G> a{ds, dword, keys_out, vals_out, partial, partial + l.chunks * n, tokens, l.chunks,
-                                  accumulate};
-      const dim3 grid(static_cast<unsigned>(l.chunks), col_blocks);
-      embedding_word_chunk_kernel<T, G><<<grid, emb_cols, 0, stream>>>(a);
-      LOOM_CUDA_CHECK_LAUNCH();
-      embedding_word_join_kernel<T, G><<<grid, emb_cols, 0, stream>>>(a);
-      LOOM_CUDA_CHECK_LAUNCH();
-    }
-  }
-  if (dposition.data) {
+  if (dword.data) scatter_rows_by_key(ds, ids, tokens, dword, accumulate, padding_idx, l, ws, stream);
+  if (dposition.data && positions) {
+    scatter_rows_by_key(ds, positions, tokens, dposition, accumulate, -1, l, ws, stream);
+  } else if (dposition.data) {
     if (!accumulate && dposition.rows > seq) {
       row_view<G> rest = dposition;  // rows seq.. of the table: no token uses them
       rest.data = dposition.row(seq);

@@ -37,8 +37,11 @@ void host_embedding_forward(const embedding_args<T>& e, const T* gamma, const T*
     if (e.token_type.data)
       LOOM_CHECK(tt >= 0 && tt < e.token_type.rows, bad_id_message("embedding_forward", "token type", tt, r, e.seq,
                                                                    e.token_type.rows, "a token-type table of"));
+    const std::int32_t pos = e.positions ? e.positions[r] : static_cast<std::int32_t>(r % e.seq);
+    LOOM_CHECK(pos >= 0 && pos < e.position.rows, bad_id_message("embedding_forward", "position id", pos, r, e.seq,
+                                                                 e.position.rows, "a position table of"));
     const T* w = e.word.row(id);
-    const T* p = e.position.row(r % e.seq);
+    const T* p = e.position.row(pos);
     const T* t = e.token_type.data ? e.token_type.row(tt) : nullptr;
     // HF BertEmbeddings: (inputs_embeds + token_type_embeddings) + position_embeddings, each sum stored as T.
     for (index_t j = 0; j < n; ++j) {
@@ -88,9 +91,10 @@ void host_zero_rows(const row_view<G>& g) {
 }
 
 template <class T, class G>
-void host_embedding_backward(const row_view<T>& dsum, const std::int32_t* ids, const std::int32_t* types, index_t batch,
-                             index_t seq, const row_view<G>& dword, const row_view<G>& dposition,
-                             const row_view<G>& dtoken_type, bool accumulate, std::int32_t padding_idx) {
+void host_embedding_backward(const row_view<T>& dsum, const std::int32_t* ids, const std::int32_t* types,
+                             const std::int32_t* positions, index_t batch, index_t seq, const row_view<G>& dword,
+                             const row_view<G>& dposition, const row_view<G>& dtoken_type, bool accumulate,
+                             std::int32_t padding_idx) {
   const index_t tokens = batch * seq;
   if (dword.data) {
     if (!accumulate) host_zero_rows(dword);
@@ -107,7 +111,7 @@ void host_embedding_backward(const row_view<T>& dsum, const std::int32_t* ids, c
   if (dposition.data) {
     if (!accumulate) host_zero_rows(dposition);
     std::vector<std::int32_t> keys(static_cast<std::size_t>(tokens));
-    for (index_t r = 0; r < tokens; ++r) keys[r] = static_cast<std::int32_t>(r % seq);
+    for (index_t r = 0; r < tokens; ++r) keys[r] = positions ? positions[r] : static_cast<std::int32_t>(r % seq);
     host_scatter_rows(dsum, keys, dposition, accumulate);
   }
 }
@@ -123,13 +127,18 @@ namespace loom {
 namespace detail {
 
 template <class D>
-void check_ids(const char* op, const tensor<std::int32_t, D>& ids, const tensor<std::int32_t, D>& types) {
+void check_ids(const char* op, const tensor<std::int32_t, D>& ids, const tensor<std::int32_t, D>& types,
+               const tensor<std::int32_t, D>& positions) {
   LOOM_CHECK(ids.rank() == 2 && ids.is_contiguous(),
              std::string(op) + ": input_ids must be a contiguous [batch, seq] tensor, got shape " +
                  ids.extents().str() + " with strides " + ids.strides().str());
   if (given(types))
     LOOM_CHECK(types.extents() == ids.extents() && types.is_contiguous(),
                std::string(op) + ": token_type_ids " + types.extents().str() +
+                   " must be contiguous with the shape of input_ids " + ids.extents().str());
+  if (given(positions))
+    LOOM_CHECK(positions.extents() == ids.extents() && positions.is_contiguous(),
+               std::string(op) + ": position_ids " + positions.extents().str() +
                    " must be contiguous with the shape of input_ids " + ids.extents().str());
 }
 
@@ -163,12 +172,14 @@ void validate_ids(const tensor<std::int32_t, D>& ids, index_t limit, const char*
 /// word [vocab, hidden], position [max_positions >= seq, hidden], token_type [types, hidden] (empty: no type
 /// table), gamma/beta [hidden]; out [batch, seq, hidden] (last dimension contiguous). The sum is rounded to T in
 /// HF's order, (word + type) then + position; it is written to `sum_out` when given (the backward pass needs it as
-/// layer_norm_backward's x), and mean/rstd are saved when given. Position ids are 0..seq-1 (absolute, HF default).
+/// layer_norm_backward's x), and mean/rstd are saved when given. Position ids are 0..seq-1 (absolute, HF default),
+/// or `position_ids` [batch, seq] when given (HF's position_ids: a padding-free batch is one row of sequences back
+/// to back, each counting its positions from 0).
 ///
 /// Ids out of range: on the host, loom::invalid_argument naming the id, its [batch, position] and the table size.
 /// On CUDA the kernel never reads out of bounds: a bad token's output row becomes NaN (so the loss is NaN), and
-/// when `error_flag` (int32 [1], zeroed by the caller) is given, 1 is OR-ed into it for a bad input id and 2 for a
-/// bad token type. validate_ids() checks ids on the host before the step instead.
+/// when `error_flag` (int32 [1], zeroed by the caller) is given, 1 is OR-ed into it for a bad input id, 2 for a
+/// bad token type and 4 for a bad position id. validate_ids() checks ids on the host before the step instead.
 /// On CUDA: one kernel (a warp per token, 16-byte vectors) on loom::current_stream().
 /// \tparam T float, bf16, f16 (double: host only)
 ///
@@ -181,22 +192,24 @@ void embedding_forward(const tensor<std::int32_t, D>& input_ids, const tensor<st
                        const tensor<T, D>& word, const tensor<T, D>& position, const tensor<T, D>& token_type,
                        const tensor<T, D>& gamma, const tensor<T, D>& beta, double eps, const tensor<T, D>& out,
                        const tensor<T, D>& sum_out = {}, const tensor<stat_t<T>, D>& mean = {},
-                       const tensor<stat_t<T>, D>& rstd = {}, const tensor<std::int32_t, D>& error_flag = {}) {
+                       const tensor<stat_t<T>, D>& rstd = {}, const tensor<std::int32_t, D>& error_flag = {},
+                       const tensor<std::int32_t, D>& position_ids = {}) {
   constexpr const char* op = "embedding_forward";
   using namespace detail;
-  check_ids(op, input_ids, token_type_ids);
+  check_ids(op, input_ids, token_type_ids, position_ids);
   LOOM_CHECK(word.rank() == 2, std::string(op) + ": word must be a [vocab, hidden] table, got " + word.extents().str());
   const index_t hidden = word.extent(1);
   embedding_args<T> e;
   e.ids = input_ids.data();
   e.types = given(token_type_ids) ? token_type_ids.data() : nullptr;
+  e.positions = given(position_ids) ? position_ids.data() : nullptr;
   e.batch = input_ids.extent(0);
   e.seq = input_ids.extent(1);
   e.word = table_rows(op, "word", word, hidden);
   e.position = table_rows(op, "position", position, hidden);
-  LOOM_CHECK(position.extent(0) >= e.seq, std::string(op) + ": sequence length " + std::to_string(e.seq) +
-                                             " exceeds the position table's " + std::to_string(position.extent(0)) +
-                                             " rows (max_position_embeddings)");
+  LOOM_CHECK(e.positions || position.extent(0) >= e.seq,
+             std::string(op) + ": sequence length " + std::to_string(e.seq) + " exceeds the position table's " +
+                 std::to_string(position.extent(0)) + " rows (max_position_embeddings)");
   if (given(token_type)) {
     e.token_type = table_rows(op, "token_type", token_type, hidden);
     LOOM_CHECK(token_type.extent(0) >= 1, std::string(op) + ": token_type table has no rows");
@@ -219,7 +232,7 @@ void embedding_forward(const tensor<std::int32_t, D>& input_ids, const tensor<st
   stat_t<T>* rp = stat_ptr(op, "rstd", rstd, e.batch * e.seq);
   if (given(error_flag)) check_vector(error_flag, 1, op, "error_flag");
   check_same_device<D>(op, word.device_index(), input_ids, token_type_ids, position, token_type, gamma, beta, out,
-                       sum_out, mean, rstd, error_flag);
+                       sum_out, mean, rstd, error_flag, position_ids);
   if (e.batch * e.seq == 0 || hidden == 0) return;
   if constexpr (std::is_same_v<D, host>) {
     host_embedding_forward<T>(e, gamma.data(), beta.data(), eps, ov, sv, mp, rp);
@@ -252,7 +265,8 @@ std::size_t embedding_backward_workspace_bytes(index_t tokens, index_t hidden, i
 
 /// Gradients of the three tables from dsum = d(loss)/d(word + type + position) (layer_norm_backward's dx for the
 /// embedding LayerNorm): dword[id] += sum of dsum over the tokens with that id, dtoken_type likewise by type,
-/// dposition[s] = sum over the batch of dsum[:, s]. Any of the three may be empty (frozen). `mode` applies to all
+/// dposition[s] = sum over the batch of dsum[:, s], or with `position_ids` (as given to embedding_forward) over
+/// the tokens of position s. Any of the three may be empty (frozen). `mode` applies to all
 /// three: overwrite also zeroes rows no token touches. Tokens whose id equals `padding_idx` give no gradient, as
 /// torch's nn.Embedding(padding_idx=...) (HF BERT: padding_idx = pad_token_id = 0); -1: none.
 ///
@@ -271,10 +285,12 @@ template <floating T, floating G, device_tag D>
 void embedding_backward(const tensor<T, D>& dsum, const tensor<std::int32_t, D>& input_ids,
                         const tensor<std::int32_t, D>& token_type_ids, const tensor<G, D>& dword,
                         const tensor<G, D>& dposition, const tensor<G, D>& dtoken_type, grad_mode mode,
-                        std::int32_t padding_idx = -1, const tensor<std::uint8_t, D>& workspace = {}) {
+                        std::int32_t padding_idx = -1, const tensor<std::uint8_t, D>& workspace = {},
+                        const tensor<std::int32_t, D>& position_ids = {}) {
   constexpr const char* op = "embedding_backward";
   using namespace detail;
-  check_ids(op, input_ids, token_type_ids);
+  check_ids(op, input_ids, token_type_ids, position_ids);
+  const std::int32_t* positions = given(position_ids) ? position_ids.data() : nullptr;
   const index_t batch = input_ids.extent(0), seq = input_ids.extent(1);
   LOOM_CHECK(dsum.rank() == 3 && dsum.extent(0) == batch && dsum.extent(1) == seq,
              std::string(op) + ": dsum must be [batch, seq, hidden] for input_ids " + input_ids.extents().str() +
@@ -291,26 +307,28 @@ void embedding_backward(const tensor<T, D>& dsum, const tensor<std::int32_t, D>&
   };
   const row_view<G> wv = grad_rows(dword, "dword"), pv = grad_rows(dposition, "dposition"),
                     tv = grad_rows(dtoken_type, "dtoken_type");
-  if (given(dposition))
+  if (given(dposition) && !positions)
     LOOM_CHECK(dposition.extent(0) >= seq, std::string(op) + ": dposition has " + std::to_string(dposition.extent(0)) +
                                                " rows, fewer than the sequence length " + std::to_string(seq));
-  check_same_device<D>(op, input_ids.device_index(), token_type_ids, dsum, dword, dposition, dtoken_type, workspace);
+  check_same_device<D>(op, input_ids.device_index(), token_type_ids, dsum, dword, dposition, dtoken_type, workspace,
+                       position_ids);
   const bool acc = mode == grad_mode::accumulate;
   if constexpr (std::is_same_v<D, host>) {
-    host_embedding_backward<T, G>(dv, input_ids.data(), given(token_type_ids) ? token_type_ids.data() : nullptr, batch,
-                                  seq, wv, pv, tv, acc, padding_idx);
+    host_embedding_backward<T, G>(dv, input_ids.data(), given(token_type_ids) ? token_type_ids.data() : nullptr,
+                                  positions, batch, seq, wv, pv, tv, acc, padding_idx);
   } else {
     static_assert(!std::is_same_v<T, double>, "embeddings on CUDA support float, bf16 and f16 (double: host only)");
 #if LOOM_CUDA_COMPILER
-    const auto layout = embedding_workspace_layout::make(batch * seq, hidden, wv.data ? wv.rows : 0,
-                                                         tv.data ? tv.rows : 0);
+    // Position ids are scattered as the word ids are (radix-sorted keys), through the same workspace.
+    const index_t keyed_rows = std::max(wv.data ? wv.rows : 0, pv.data && positions ? pv.rows : 0);
+    const auto layout = embedding_workspace_layout::make(batch * seq, hidden, keyed_rows, tv.data ? tv.rows : 0);
     LOOM_CHECK(layout.total == 0 || (given(workspace) && workspace.is_contiguous() &&
                                      static_cast<std::size_t>(workspace.numel()) >= layout.total),
                std::string(op) + ": needs a contiguous workspace of " + std::to_string(layout.total) +
                    " bytes (embedding_backward_workspace_bytes<cuda>), got " +
                    (given(workspace) ? workspace.extents().str() : "none"));
     cuda_embedding_backward<T, G>(dv, input_ids.data(), given(token_type_ids) ? token_type_ids.data() : nullptr,
-                                  batch, seq, wv, pv, tv, acc, padding_idx, layout,
+                                  positions, batch, seq, wv, pv, tv, acc, padding_idx, layout,
                                   given(workspace) ? workspace.data() : nullptr);
 #else
     static_assert(dependent_false<T>, "loom's row kernels on CUDA need an nvcc-compiled translation unit");

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -13,6 +14,20 @@
 #if defined(LOOM_WITH_CBLAS)
 #include <cblas.h>
 #endif
+
+namespace loom {
+
+/// Which GEMM the host backend runs. blas: CBLAS (OpenBLAS) where the build has it, the fast default; its kernels'
+/// rounding can depend on the matrix shape (edge tiles, blocking). reference: loom's loop, every element summed in
+/// index order, so an output row never depends on how many other rows there are: the fp32 host results of a
+/// padding-free batch are then the right-padded batch's bits. Process-wide; set it between passes.
+enum class host_gemm { blas, reference };
+inline std::atomic<host_gemm>& host_gemm_choice() {
+  static std::atomic<host_gemm> choice{host_gemm::blas};
+  return choice;
+}
+
+}  // namespace loom
 
 namespace loom::detail {
 
@@ -116,13 +131,14 @@ void host_matmul(const gemm_plan& p, const gemm_options& o, const T* bias) {
   const auto alpha = static_cast<acc_t>(o.alpha), beta = static_cast<acc_t>(o.beta);
   std::vector<acc_t> tmp;
   std::vector<float> xbuf, ybuf, dbuf;
+  [[maybe_unused]] const bool blas = host_gemm_choice().load(std::memory_order_relaxed) == host_gemm::blas;
   for (index_t b = 0; b < p.batch; ++b) {
     const T* x = static_cast<const T*>(p.x.data) + b * p.x.batch_stride;
     const T* y = static_cast<const T*>(p.y.data) + b * p.y.batch_stride;
     T* d = const_cast<T*>(static_cast<const T*>(p.d.data)) + b * p.d.batch_stride;
     if constexpr (std::is_same_v<T, acc_t>) {
 #if defined(LOOM_WITH_CBLAS)
-      if (p.k > 0) cblas_gemm<acc_t>(x, p.x, y, p.y, d, p.d.ld, p.m, p.n, p.k, alpha, beta);
+      if (p.k > 0 && blas) cblas_gemm<acc_t>(x, p.x, y, p.y, d, p.d.ld, p.m, p.n, p.k, alpha, beta);
       else host_gemm_loop<acc_t>(x, p.x, y, p.y, d, p.d.ld, p.m, p.n, p.k, alpha, beta, tmp);
 #else
       host_gemm_loop<acc_t>(x, p.x, y, p.y, d, p.d.ld, p.m, p.n, p.k, alpha, beta, tmp);
@@ -136,7 +152,7 @@ void host_matmul(const gemm_plan& p, const gemm_options& o, const T* bias) {
         for (index_t j = 0; j < p.n; ++j)
           for (index_t i = 0; i < p.m; ++i) dbuf[i + j * p.m] = static_cast<float>(d[i + j * p.d.ld]);
 #if defined(LOOM_WITH_CBLAS)
-      if (p.k > 0)
+      if (p.k > 0 && blas)
         cblas_gemm<float>(xbuf.data(), wx, ybuf.data(), wy, dbuf.data(), p.m, p.m, p.n, p.k, alpha, beta);
       else
         host_gemm_loop<float>(xbuf.data(), wx, ybuf.data(), wy, dbuf.data(), p.m, p.m, p.n, p.k, alpha, beta, tmp);

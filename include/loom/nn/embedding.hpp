@@ -55,25 +55,27 @@ class embedding {
     return false;
   }
 
-  /// ids, types: [B, S]; a.out viewed as [B, S, H].
-  void forward(const tensor<std::int32_t, Device>& ids, const tensor<std::int32_t, Device>& types, activations& a,
-               const pass& p) const {
+  /// ids, types: [B, S]; a.out viewed as [B, S, H]. `positions` ([B, S], HF's position_ids) when given, else
+  /// 0..S-1 in every row (a padding-free batch is one row of sequences back to back, each counting from 0).
+  void forward(const tensor<std::int32_t, Device>& ids, const tensor<std::int32_t, Device>& types,
+               const tensor<std::int32_t, Device>& positions, activations& a, const pass& p) const {
     const shape bsh{ids.extent(0), ids.extent(1), hidden_};
     embedding_forward(ids, types, w_[0], w_[1], w_[2], w_[3], w_[4], eps_, a.out.reshape(bsh),
                       p.training ? a.sum.reshape(bsh) : tensor_t{}, p.training ? a.mean : tensor<float, Device>{},
-                      p.training ? a.rstd : tensor<float, Device>{});
+                      p.training ? a.rstd : tensor<float, Device>{}, tensor<std::int32_t, Device>{}, positions);
     if (p.training) dropout_inplace(a.out, p.stream(0, 0, a.out.numel()), p_);
   }
   /// `dout` (d of a.out; masked in place by the dropout) -> parameter gradients. `dsum`: [N, H] scratch. The
   /// padding token's row gets no gradient, as nn.Embedding(padding_idx=pad_token_id) in transformers.
-  void backward(const tensor_t& dout, const tensor<std::int32_t, Device>& ids, const tensor<std::int32_t, Device>& types,
-                const activations& a, const tensor_t& dsum, grad_mode param_mode, const pass& p,
-                const tensor<std::uint8_t, Device>& ln_workspace, const tensor<std::uint8_t, Device>& workspace) const {
+  void backward(const tensor_t& dout, const tensor<std::int32_t, Device>& ids,
+                const tensor<std::int32_t, Device>& types, const tensor<std::int32_t, Device>& positions, const activations& a, const tensor_t& dsum,
+                grad_mode param_mode, const pass& p, const tensor<std::uint8_t, Device>& ln_workspace,
+                const tensor<std::uint8_t, Device>& workspace) const {
     if (p_ > 0) dropout_inplace(dout, p.stream(0, 0, dout.numel()), p_);
     layer_norm_backward(dout, a.sum, w_[3], a.mean, a.rstd, dsum, dw_[3], dw_[4], param_mode, grad_mode::overwrite,
                         ln_workspace);
     embedding_backward(dsum.reshape({ids.extent(0), ids.extent(1), hidden_}), ids, types, dw_[0], dw_[1], dw_[2],
-                       param_mode, pad_, workspace);
+                       param_mode, pad_, workspace, positions);
   }
   std::size_t workspace_bytes(index_t tokens) const {
     return embedding_backward_workspace_bytes<Device>(tokens, hidden_, vocab_, types_);

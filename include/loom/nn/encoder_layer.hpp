@@ -107,9 +107,9 @@ class encoder_layer {
   }
 
   /// a.input -> a.out().
-  void forward(activations& a, const tensor<std::int32_t, Device>& lengths, index_t rows, index_t seq,
-               const lora_scratch<T, Device>& ls, const pass& p, bool exact_gelu) const {
-    attention_.forward(a.input, lengths, rows, seq, a.attention, ls, p);
+  void forward(activations& a, const token_layout<Device>& tokens, const lora_scratch<T, Device>& ls, const pass& p,
+               bool exact_gelu) const {
+    attention_.forward(a.input, tokens, a.attention, ls, p);
     // The hidden dropout of the attention output (and of the feed-forward's below) happens inside the residual
     // LayerNorm.
     norm1_.forward(a.input, a.attention.out, a.norm1, p);
@@ -118,8 +118,8 @@ class encoder_layer {
   }
 
   /// s.dx holds d(output) on entry and d(input) on exit (unless !need_dx: the layer below needs no gradient).
-  void backward(const activations& a, const tensor<std::int32_t, Device>& lengths, index_t rows, index_t seq,
-                encoder_scratch<T, Device>& s, grad_mode param_mode, bool need_dx, const pass& p) const {
+  void backward(const activations& a, const token_layout<Device>& tokens, encoder_scratch<T, Device>& s,
+                grad_mode param_mode, bool need_dx, const pass& p) const {
     // out = LN2(h1 + ffn_out): d h1 gets the residual share now and the feed-forward's share below; d ffn_out is
     // the residual share through the dropout mask.
     norm2_.backward(s.dx, a.norm2, s.dh1, param_mode, s.ln_workspace);
@@ -129,8 +129,8 @@ class encoder_layer {
     const tensor_t& dsum1 = need_dx ? s.dx : s.dsum;
     norm1_.backward(s.dh1, a.norm1, dsum1, param_mode, s.ln_workspace);
     const tensor_t dattn = norm1_.sublayer_grad(dsum1, s.dsum, p);
-    attention_.backward(dattn, a.input, need_dx ? s.dx : tensor_t{}, lengths, rows, seq, a.attention,
-                        {s.dctx, s.dqkv}, param_mode, s.lora, p, s.ones);
+    attention_.backward(dattn, a.input, need_dx ? s.dx : tensor_t{}, tokens, a.attention, {s.dctx, s.dqkv},
+                        param_mode, s.lora, p, s.ones);
   }
 
  private:

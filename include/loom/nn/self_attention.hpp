@@ -21,7 +21,7 @@ class self_attention {
   struct activations {
     tensor_t qkv;                  ///< [N, 3H/tp]: query, key, value of this rank's heads
     tensor_t ctx;                  ///< [N, H/tp]
-    tensor<float, Device> lse;     ///< [B, heads/tp, S] (training only)
+    tensor<float, Device> lse;     ///< [B, heads/tp, S] (training only; S: the layout's seq)
     tensor_t out;                  ///< [N, H] the output projection's result
     typename projection::saved qkv_lora, out_lora;
   };
@@ -64,22 +64,20 @@ class self_attention {
     out_.bind_grads(store);
   }
 
-  /// x: [N = B*S, H] -> a.out; lengths: [B] real tokens per row.
-  void forward(const tensor_t& x, const tensor<std::int32_t, Device>& lengths, index_t rows, index_t seq,
-               activations& a, const lora_scratch<T, Device>& ls, const pass& p) const {
+  /// x: [N, H] -> a.out; `tokens` says where each sequence's N rows are (right-padded or padding-free).
+  void forward(const tensor_t& x, const token_layout<Device>& tokens, activations& a, const lora_scratch<T, Device>& ls,
+               const pass& p) const {
     qkv_.forward(x, a.qkv, gemm_epilogue::bias, a.qkv_lora, ls, p);
-    attention_forward(heads_view(a.qkv, rows, seq), lengths, a.ctx.reshape({rows, seq, local_hidden()}),
-                      p.training ? a.lse : tensor<float, Device>{}, dropout(p));
+    attention_forward(heads_view(a.qkv), tokens, a.ctx, p.training ? a.lse : tensor<float, Device>{}, dropout(p));
     out_.forward(a.ctx, a.out, gemm_epilogue::bias, a.out_lora, ls, p);
   }
   /// dy = d(a.out) -> parameter gradients and dx += d x (skipped when dx is empty).
-  void backward(const tensor_t& dy, const tensor_t& x, const tensor_t& dx, const tensor<std::int32_t, Device>& lengths,
-                index_t rows, index_t seq, const activations& a, const scratch& s, grad_mode param_mode,
-                const lora_scratch<T, Device>& ls, const pass& p, ones_vector<T, Device>& ones) const {
+  void backward(const tensor_t& dy, const tensor_t& x, const tensor_t& dx, const token_layout<Device>& tokens,
+                const activations& a, const scratch& s, grad_mode param_mode, const lora_scratch<T, Device>& ls,
+                const pass& p, ones_vector<T, Device>& ones) const {
     out_.backward(dy, a.ctx, s.dctx, param_mode, grad_mode::overwrite, a.out_lora, ls, p, ones);
-    attention_backward(heads_view(a.qkv, rows, seq), lengths, a.ctx.reshape({rows, seq, local_hidden()}),
-                       s.dctx.reshape({rows, seq, local_hidden()}), a.lse, heads_view(s.dqkv, rows, seq),
-                       grad_mode::overwrite, dropout(p));
+    attention_backward(heads_view(a.qkv), tokens, a.ctx, s.dctx, a.lse, heads_view(s.dqkv), grad_mode::overwrite,
+                       dropout(p));
     qkv_.backward(s.dqkv, x, dx, param_mode, grad_mode::accumulate, a.qkv_lora, ls, p, ones);
   }
 
@@ -91,8 +89,8 @@ class self_attention {
     d.all_heads = all_heads_;
     return d;
   }
-  tensor_t heads_view(const tensor_t& qkv, index_t rows, index_t seq) const {
-    return qkv.reshape({rows, seq, 3, heads_, local_hidden() / heads_});
+  tensor_t heads_view(const tensor_t& qkv) const {
+    return qkv.reshape({qkv.extent(0), 3, heads_, local_hidden() / heads_});
   }
 
   projection qkv_, out_;

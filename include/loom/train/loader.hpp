@@ -1,7 +1,8 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
 // Training batches on their way to the device. A background thread collates each batch (dynamic padding into
-// [rows, longest] ids/types plus lengths/labels, packed back to back) into a slot of a fixed staging ring that is
+// [rows, longest] ids/types plus lengths/labels, or padding-free: the rows' tokens back to back with their positions
+// and offsets; all of it in one buffer) into a slot of a fixed staging ring that is
 // allocated once. With CUDA the slots are page-locked, so one cudaMemcpyAsync per batch moves it without a staging
 // copy or a host wait, and each slot has an event recorded after that copy: the worker refills a slot only once its
 // event has completed, so a buffer is never overwritten while a copy still reads it. On the host the slots are
@@ -27,14 +28,19 @@
 
 namespace loom::train {
 
-/// A batch's four tensors on `Device`, as views of one packed buffer: ids [rows, seq], types [rows, seq],
-/// lengths [rows], labels [rows], one after the other, so a single copy moves the whole batch.
+/// A batch's tensors on `Device`, as views of one packed buffer, one after the other, so a single copy moves the
+/// whole batch: ids and types [rows, seq], lengths [rows], labels [rows]. Padding-free: ids and types [1, tokens]
+/// (the rows back to back), then lengths and labels, then positions [1, tokens] and offsets [rows + 1].
 template <device_tag Device>
 struct batch_tensors {
-  tensor<std::int32_t, Device> packed;                       ///< [packed_size(rows, seq)]
+  tensor<std::int32_t, Device> packed;                       ///< [packed_size(...)]
   tensor<std::int32_t, Device> ids, types, lengths, labels;  ///< views of `packed`
-  index_t rows() const { return ids.extent(0); }
-  index_t seq() const { return ids.extent(1); }
+  tensor<std::int32_t, Device> positions, offsets;           ///< padding-free only: views of `packed`
+  index_t longest = 0;                                       ///< padding-free only: the seq() of the batch
+  bool padding_free() const { return offsets.numel() > 0; }
+  index_t rows() const { return lengths.extent(0); }
+  index_t seq() const { return padding_free() ? longest : ids.extent(1); }
+  index_t tokens() const { return ids.numel(); }
 };
 
 /// Each part of a packed batch starts at a multiple of 16 values (64 bytes), so its view is as aligned for vector
@@ -44,6 +50,10 @@ constexpr index_t packed_round(index_t n) { return (n + 15) / 16 * 16; }
 /// int32 values a packed batch of `rows` x `seq` tokens takes.
 constexpr std::size_t packed_size(index_t rows, index_t seq) {
   return static_cast<std::size_t>(2 * packed_round(rows * seq) + 2 * packed_round(rows));
+}
+/// int32 values a padding-free packed batch of `rows` sequences of `tokens` in all takes.
+constexpr std::size_t packed_size_padding_free(index_t rows, index_t tokens) {
+  return static_cast<std::size_t>(3 * packed_round(tokens) + 2 * packed_round(rows) + packed_round(rows + 1));
 }
 
 /// The views of a packed batch of `rows` x `seq` over the first packed_size(rows, seq) values of `buffer`.
@@ -56,6 +66,22 @@ batch_tensors<Device> packed_batch(const tensor<std::int32_t, Device>& buffer, i
   b.types = b.packed.slice(0, t, t + tokens).reshape({rows, seq});
   b.lengths = b.packed.slice(0, 2 * t, 2 * t + rows);
   b.labels = b.packed.slice(0, 2 * t + r, 2 * t + r + rows);
+  return b;
+}
+/// The views of a padding-free packed batch over the first packed_size_padding_free(rows, tokens) values.
+template <device_tag Device>
+batch_tensors<Device> packed_batch_padding_free(const tensor<std::int32_t, Device>& buffer, index_t rows,
+                                                index_t tokens, index_t longest) {
+  batch_tensors<Device> b = packed_batch(buffer, rows, 1);  // lengths and labels' places follow 2 token parts
+  const index_t t = packed_round(tokens), r = packed_round(rows);
+  b.packed = buffer.slice(0, 0, static_cast<index_t>(packed_size_padding_free(rows, tokens)));
+  b.ids = b.packed.slice(0, 0, tokens).reshape({1, tokens});
+  b.types = b.packed.slice(0, t, t + tokens).reshape({1, tokens});
+  b.lengths = b.packed.slice(0, 2 * t, 2 * t + rows);
+  b.labels = b.packed.slice(0, 2 * t + r, 2 * t + r + rows);
+  b.positions = b.packed.slice(0, 2 * t + 2 * r, 2 * t + 2 * r + tokens).reshape({1, tokens});
+  b.offsets = b.packed.slice(0, 3 * t + 2 * r, 3 * t + 2 * r + rows + 1);
+  b.longest = longest;
   return b;
 }
 
@@ -80,18 +106,59 @@ struct shard {
   }
 };
 
-/// int32 values of the largest packed batch of at most `rows` rows of `d`: what a staging slot must hold.
+/// int32 values of the largest packed batch of at most `rows` rows of `d`, either layout: what a staging slot must
+/// hold.
 inline std::size_t packed_capacity(const dataset& d, std::size_t rows) {
   std::size_t longest = 0;
   for (const auto& ids : d.ids) longest = std::max(longest, ids.size());
-  return packed_size(static_cast<index_t>(std::min(rows, d.size())), static_cast<index_t>(longest));
+  const auto n = static_cast<index_t>(std::min(rows, d.size())), s = static_cast<index_t>(longest);
+  return std::max(packed_size(n, s), packed_size_padding_free(n, n * s));
+}
+
+/// Collates `d`'s rows `rows` padding-free: their tokens back to back, each row's positions counting from 0, the
+/// offsets of the rows; b.longest is the longest row, or `min_seq` when longer (see collate).
+inline void collate_padding_free(const dataset& d, const std::vector<std::size_t>& rows,
+                                 const tensor<std::int32_t, host>& buffer, host_batch& b, index_t min_seq) {
+  index_t longest = min_seq, tokens = 0;
+  for (auto i : rows) {
+    longest = std::max<index_t>(longest, static_cast<index_t>(d.ids[i].size()));
+    tokens += static_cast<index_t>(d.ids[i].size());
+  }
+  const auto n = static_cast<index_t>(rows.size());
+  const std::size_t need = packed_size_padding_free(n, tokens);
+  LOOM_CHECK(buffer.is_contiguous() && static_cast<std::size_t>(buffer.numel()) >= need,
+             "collate: a padding-free batch of " + std::to_string(n) + " rows, " + std::to_string(tokens) +
+                 " tokens needs " + std::to_string(need) + " values, the staging buffer holds " +
+                 std::to_string(buffer.numel()));
+  // The alignment gaps are zeroed, so a batch's copy carries nothing of the slot's previous batch.
+  std::fill_n(buffer.data(), need, 0);
+  static_cast<batch_tensors<host>&>(b) = packed_batch_padding_free(buffer, n, tokens, longest);
+  index_t at = 0;
+  b.offsets.data()[0] = 0;
+  for (index_t r = 0; r < n; ++r) {
+    const auto& row_ids = d.ids[rows[r]];
+    const auto& row_types = d.types[rows[r]];
+    const auto len = static_cast<index_t>(row_ids.size());
+    std::copy(row_ids.begin(), row_ids.end(), b.ids.data() + at);
+    std::copy(row_types.begin(), row_types.end(), b.types.data() + at);
+    for (index_t s = 0; s < len; ++s) b.positions.data()[at + s] = static_cast<std::int32_t>(s);
+    at += len;
+    b.offsets.data()[r + 1] = static_cast<std::int32_t>(at);
+    b.lengths.data()[r] = static_cast<std::int32_t>(len);
+    b.labels.data()[r] = d.labels[rows[r]];
+  }
+  b.first_row = 0;
+  b.global_rows = rows.size();
 }
 
 /// Collates `d`'s rows `rows`, padded with `pad_id` to the longest of them (or to `min_seq` when longer: the
 /// longest row of the global batch, so that every rank's slice has the layout of the unsplit batch), into `buffer`
-/// (flat, host) and points `b`'s tensors at it. Throws when the batch does not fit.
+/// (flat, host) and points `b`'s tensors at it; with `padding_free`, collate_padding_free instead. Throws when the
+/// batch does not fit.
 inline void collate(const dataset& d, const std::vector<std::size_t>& rows, std::int32_t pad_id,
-                    const tensor<std::int32_t, host>& buffer, host_batch& b, index_t min_seq = 0) {
+                    const tensor<std::int32_t, host>& buffer, host_batch& b, index_t min_seq = 0,
+                    bool padding_free = false) {
+  if (padding_free && !rows.empty()) return collate_padding_free(d, rows, buffer, b, min_seq);
   index_t seq = min_seq;
   for (auto i : rows) seq = std::max<index_t>(seq, static_cast<index_t>(d.ids[i].size()));
   const auto n = static_cast<index_t>(rows.size());
@@ -130,7 +197,8 @@ batch_tensors<Device> to_device(const batch_tensors<host>& b) {
   tensor<std::int32_t, Device> packed(b.packed.extents());
   if constexpr (std::is_same_v<Device, host>) std::copy_n(b.packed.data(), b.packed.numel(), packed.data());
   else copy(packed, b.packed);
-  return packed_batch(packed, b.rows(), b.seq());
+  return b.padding_free() ? packed_batch_padding_free(packed, b.rows(), b.tokens(), b.longest)
+                          : packed_batch(packed, b.rows(), b.seq());
 }
 
 template <device_tag Device>
@@ -183,11 +251,12 @@ class staging_ring {
 template <device_tag Device>
 class batch_loader {
  public:
-  /// Batches `batches[first..]` of `d`, padded with `pad_id`. `ring` (and `d`) must outlive the loader; all its
-  /// slots must be free (a loader releases them all before its successor starts).
+  /// Batches `batches[first..]` of `d`, padded with `pad_id` (or padding-free). `ring` (and `d`) must outlive the
+  /// loader; all its slots must be free (a loader releases them all before its successor starts).
   batch_loader(staging_ring<Device>& ring, const dataset& d, std::vector<std::vector<std::size_t>> batches,
-               std::size_t first, std::int32_t pad_id, shard part = {})
-      : ring_(ring), d_(d), batches_(std::move(batches)), first_(first), pad_(pad_id), shard_(part) {
+               std::size_t first, std::int32_t pad_id, shard part = {}, bool padding_free = false)
+      : ring_(ring), d_(d), batches_(std::move(batches)), first_(first), pad_(pad_id), shard_(part),
+        padding_free_(padding_free) {
     LOOM_CHECK(!ring_.claimed_.exchange(true), "batch_loader: the staging ring is in use by another loader");
     for (std::size_t i = 0; i < ring_.size(); ++i) free_.push_back(i);
     try {
@@ -265,7 +334,7 @@ class batch_loader {
         const std::size_t lo = shard_.begin(global.size()), hi = shard_.end(global.size());
         const std::vector<std::size_t> mine(global.begin() + static_cast<std::ptrdiff_t>(lo),
                                             global.begin() + static_cast<std::ptrdiff_t>(hi));
-        collate(d_, mine, pad_, ring_.block(slot), b, seq);
+        collate(d_, mine, pad_, ring_.block(slot), b, seq, padding_free_);
         b.first_row = lo;
         b.global_rows = global.size();
         b.index = i;
@@ -290,6 +359,7 @@ class batch_loader {
   std::size_t first_;
   std::int32_t pad_;
   shard shard_;
+  bool padding_free_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<std::size_t> free_;  // slots the worker may refill (after their fence)

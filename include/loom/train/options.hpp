@@ -75,6 +75,15 @@ inline void check_group_count(const std::string& parallel, int replicas) {
 /// The ranks per tensor-parallel group a --parallel value names (0 without "tpN").
 inline int tensor_size_of(const std::string& parallel) { return parallel_layout_of(parallel).tensor; }
 
+/// Whether --padding-free ("auto", "on", "off") packs batches padding-free. auto: on. Padding-free computes no pad
+/// token and the padded layout's values at every real one (bit for bit in fp32 with an order-fixed GEMM); only the
+/// hidden-dropout masks differ (they are drawn per element of the [tokens, hidden] activations).
+inline bool padding_free_of(const std::string& value) {
+  LOOM_CHECK(value == "auto" || value == "on" || value == "off",
+             "--padding-free must be auto, on or off, got '" + value + "'");
+  return value != "off";
+}
+
 /// What --offload names, checked against --parallel: "none"; "optimizer" (ZeRO-Offload, any ZeRO stage);
 /// "params" (stage 3: the parameter shards too).
 inline parallel::offload offload_of(const std::string& parallel, const std::string& offload) {
@@ -111,6 +120,9 @@ struct train_options {
   double lora_alpha = 16, lora_dropout = 0.1;
   std::string lora_targets = "query,value";
   bool recompute = false;
+  /// "auto", "on" or "off": batches padding-free (each row's tokens back to back, no pad token computed) or padded
+  /// to their longest row; auto: padding-free (padding_free_of).
+  std::string padding_free = "auto";
   std::string output, resume;
   bool overwrite_output = false;  ///< a fresh run may replace an earlier run's checkpoints, model and log in `output`
   std::int64_t max_steps = -1;   ///< stop after this many optimizer steps (overrides epochs)
@@ -149,6 +161,7 @@ struct train_options {
             {"weight_decay", weight_decay}, {"max_grad_norm", max_grad_norm}, {"schedule", schedule},
             {"max_seq_len", max_seq_len}, {"precision", precision}, {"device", device}, {"seed", seed},
             {"lora_r", lora_r}, {"lora_alpha", lora_alpha}, {"lora_dropout", lora_dropout}, {"recompute", recompute},
+            {"padding_free", padding_free_of(padding_free)},
             {"max_steps", max_steps}, {"text_column", cols.text}, {"text_b_column", cols.text_b},
             {"label_column", cols.label}, {"parallel", parallel}, {"world_size", world_size},
             {"bucket_mb", bucket_mb}, {"reduce_dtype", reduce_dtype}, {"comm_timeout", comm_timeout_s},

@@ -314,7 +314,8 @@ class trainer {
     while (!stop && step_ < total_steps_) {
       const auto batches =
           epoch_batches(run_.train, o_.global_micro_batch(), o_.seed, static_cast<std::uint64_t>(epoch_));
-      batch_loader<Device> loader(ring, run_.train, batches, batch_in_epoch_, pad_id(), part);
+      batch_loader<Device> loader(ring, run_.train, batches, batch_in_epoch_, pad_id(), part,
+                                  padding_free_of(o_.padding_free));
       host_batch hb;
       int micro = 0, group = 0;
       std::size_t step_rows = 0, rows_before = 0;  // global rows of this step, and of its micro-batches so far
@@ -482,7 +483,7 @@ class trainer {
       const std::size_t slot = k++ % eval_ring_->size();
       eval_ring_->wait_idle(slot);
       host_batch hb;
-      collate(d, rows, pad_id(), eval_ring_->block(slot), hb);
+      collate(d, rows, pad_id(), eval_ring_->block(slot), hb, 0, padding_free_of(o_.padding_free));
       const bert::batch<Device> b = upload(hb);
       eval_ring_->mark_in_use(slot);
       model_.forward(b, bert::mode::inference);
@@ -585,7 +586,7 @@ class trainer {
   // caller marks the slot in use (loader.release / mark_in_use) right after. On the host it is a plain copy.
   bert::batch<Device> upload(const host_batch& hb) {
     const batch_tensors<Device> t = to_device<Device>(hb);
-    return {t.ids, t.types, t.lengths, t.labels};
+    return {t.ids, t.types, t.lengths, t.labels, t.positions, t.offsets, t.longest};
   }
 
   // What the log starts with. A fresh run starts a fresh log. A resumed run keeps what was logged up to its

@@ -266,6 +266,83 @@ TEMPLATE_LIST_TEST_CASE("a padded sequence gives the same rows as the sequence a
   }
 }
 
+TEMPLATE_LIST_TEST_CASE("padding-free attention computes the right-padded call's rows, bit for bit", "[attention]",
+                        attention_types) {
+  using T = TestType;
+  for (const float p : {0.0f, 0.2f}) {
+    for (const dims& d : {dims{3, 70, 2, 64, {70, 1, 33}}, dims{4, 129, 3, 32, {64, 129, 2, 65}},
+                          dims{2, 20, 2, 48, {7, 20}}, dims{1, 9, 1, 64, {9}}}) {
+      INFO(d.str() << " dropout " << p);
+      const attention_dropout drop{p, 77, 3, 5};
+      const index_t hidden = d.H * d.D, row = 3 * hidden;
+      // The padded call's real rows, back to back: sequence b at offsets[b].
+      std::vector<int> offsets{0};
+      for (int len : d.lengths) offsets.push_back(offsets.back() + len);
+      const index_t N = offsets.back();
+      auto padded_h = random_tensor<T>({d.B, d.S, 3, d.H, d.D}, 5 + d.S);
+      auto dctx_ph = random_tensor<T>({d.B, d.S, hidden}, 6 + d.S);
+      tensor<T, host> packed_h({N, 3, d.H, d.D}), dctx_nh({N, hidden});
+      for (int b = 0; b < d.B; ++b) {
+        for (index_t s = 0; s < d.S; ++s) {
+          const index_t r = static_cast<index_t>(b) * d.S + s;
+          if (s >= d.lengths[b]) {  // nothing flows back into padding rows when the loss ignores them
+            for (index_t i = 0; i < hidden; ++i) dctx_ph.data()[r * hidden + i] = convert<T>(0.0f);
+            continue;
+          }
+          const index_t n = offsets[b] + s;
+          std::copy_n(padded_h.data() + r * row, row, packed_h.data() + n * row);
+          std::copy_n(dctx_ph.data() + r * hidden, hidden, dctx_nh.data() + n * hidden);
+        }
+      }
+      const auto lengths = on<device>(host_lengths(d.lengths));
+      auto ctx_p = poisoned<T>({d.B, d.S, hidden}), dqkv_p = poisoned<T>(padded_h.extents());
+      auto lse_p = poisoned<float>({d.B, d.H, d.S}), lse_n = poisoned<float>({d.B, d.H, d.S});
+      const auto qkv_p = on<device>(padded_h);
+      attention_forward(qkv_p, lengths, ctx_p, lse_p, drop);
+      attention_backward(qkv_p, lengths, ctx_p, on<device>(dctx_ph), lse_p, dqkv_p, grad_mode::overwrite, drop);
+
+      const auto layout = token_layout<device>::packed(lengths, on<device>(host_lengths(offsets)), d.S, N);
+      auto ctx_n = poisoned<T>({N, hidden}), dqkv_n = poisoned<T>(packed_h.extents());
+      const auto qkv_n = on<device>(packed_h);
+      attention_forward(qkv_n, layout, ctx_n, lse_n, drop);
+      attention_backward(qkv_n, layout, ctx_n, on<device>(dctx_nh), lse_n, dqkv_n, grad_mode::overwrite, drop);
+
+      const auto cp = values(ctx_p), cn = values(ctx_n), gp = values(dqkv_p), gn = values(dqkv_n);
+      const auto lp = values(lse_p), ln = values(lse_n);
+      std::size_t ctx_diff = 0, grad_diff = 0, lse_diff = 0;
+      for (int b = 0; b < d.B; ++b) {
+        for (index_t s = 0; s < d.lengths[b]; ++s) {
+          const index_t r = static_cast<index_t>(b) * d.S + s, n = offsets[b] + s;
+          for (index_t i = 0; i < hidden; ++i) ctx_diff += cp[r * hidden + i] != cn[n * hidden + i];
+          for (index_t i = 0; i < row; ++i) grad_diff += gp[r * row + i] != gn[n * row + i];
+          for (int h = 0; h < d.H; ++h)
+            lse_diff += lp[(b * d.H + h) * d.S + s] != ln[(b * d.H + h) * d.S + s];
+        }
+      }
+      CHECK(ctx_diff == 0);
+      CHECK(lse_diff == 0);
+      CHECK(grad_diff == 0);
+    }
+  }
+}
+
+TEST_CASE("padding-free attention rejects offsets outside the batch on the host", "[attention]") {
+  const auto qkv = random_tensor<float>({10, 3, 1, 8}, 1);
+  tensor<float, host> ctx({10, 8});
+  const auto check = [&](std::vector<int> lengths, std::vector<int> offsets, index_t longest) {
+    const auto l = token_layout<host>::packed(host_lengths(lengths), host_lengths(offsets), longest, 10);
+    attention_forward(qkv, l, ctx, tensor<float, host>{});
+  };
+  CHECK_NOTHROW(check({4, 6}, {0, 4, 10}, 6));
+  CHECK_THROWS_WITH(check({4, 7}, {0, 4, 11}, 7), LOOM_CONTAINS("sequence 1 spans offsets [4, 11)"));
+  CHECK_THROWS_WITH(check({4, 6}, {0, 4, 10}, 5), LOOM_CONTAINS("outside 1..5"));
+  CHECK_THROWS_WITH(check({0, 10}, {0, 0, 10}, 10), LOOM_CONTAINS("sequence 0"));
+  CHECK_THROWS_AS(attention_forward(qkv, token_layout<host>::packed(host_lengths({4, 6}), host_lengths({0, 4, 10}), 6,
+                                                                    12),
+                                    ctx, tensor<float, host>{}),
+                  loom::invalid_argument);
+}
+
 TEST_CASE("the host backward passes an fp64 gradient check", "[attention][autograd]") {
   for (const float p : {0.0f, 0.3f}) {
     for (const dims& d : {dims{2, 5, 2, 4, {5, 3}}, dims{1, 6, 3, 8, {1}}, dims{3, 3, 1, 5, {2, 3, 1}}}) {

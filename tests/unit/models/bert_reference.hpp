@@ -69,6 +69,39 @@ struct reference {
   bert::batch<device> batch(index_t first, index_t count, index_t cut) const {
     return rows_batch(ids, types, lengths, labels, seq, first, count, cut);
   }
+  /// Every row's real tokens back to back: the padding-free batch of the same sequences (longest: the padded
+  /// width, so attention dropout draws as in batch(0, rows, seq)).
+  bert::batch<device> padding_free_batch() const {
+    std::vector<std::int32_t> i, t, pos, off{0};
+    for (index_t r = 0; r < rows; ++r) {
+      for (index_t s = 0; s < lengths[r]; ++s) {
+        i.push_back(ids[r * seq + s]);
+        t.push_back(types[r * seq + s]);
+        pos.push_back(static_cast<std::int32_t>(s));
+      }
+      off.push_back(static_cast<std::int32_t>(i.size()));
+    }
+    const auto n = static_cast<index_t>(i.size());
+    auto row = [&](const std::vector<std::int32_t>& v, shape sh) {
+      tensor<std::int32_t> x(sh);
+      std::copy(v.begin(), v.end(), x.data());
+      return to<device>(x);
+    };
+    bert::batch<device> b = batch(0, rows, seq);  // lengths and labels
+    b.input_ids = row(i, {1, n});
+    b.token_type_ids = row(t, {1, n});
+    b.position_ids = row(pos, {1, n});
+    b.offsets = row(off, {rows + 1});
+    b.longest = seq;
+    return b;
+  }
+  /// The padded [rows, seq, H] values `v` of the real tokens only, back to back (padding_free_batch's order).
+  std::vector<double> real_rows(const std::vector<double>& v, index_t H) const {
+    std::vector<double> out;
+    for (index_t r = 0; r < rows; ++r)
+      out.insert(out.end(), v.begin() + r * seq * H, v.begin() + (r * seq + lengths[r]) * H);
+    return out;
+  }
 };
 
 template <class T, class D>
@@ -98,6 +131,29 @@ void check_forward(const std::string& name, double tol) {
   CHECK(e_logits <= tol);
   CHECK(e_hidden <= tol);
   CHECK(e_pooled <= tol);
+  // The same sequences padding-free: transformers' values at the real tokens; in fp32 on the host, the padded
+  // pass's bits (every per-token operation is the same, and padding contributes exact zeros to nothing).
+  m.forward(ref.padding_free_batch());
+  const double f_logits = max_abs_diff(doubles(m.logits()), ref.f64("logits"));
+  const double f_hidden = max_abs_diff(doubles(m.hidden()), ref.real_rows(ref.f64("last_hidden"), cfg.hidden_size));
+  const double f_pooled = max_abs_diff(doubles(m.pooled()), ref.f64("pooled"));
+  WARN(name << " " << Precision::name << " on " << device::name << ", padding-free: max |error| logits " << f_logits
+            << ", hidden " << f_hidden << ", pooled " << f_pooled);
+  CHECK(f_logits <= tol);
+  CHECK(f_hidden <= tol);
+  CHECK(f_pooled <= tol);
+  if constexpr (std::is_same_v<Precision, precision::fp32> && std::is_same_v<device, host>) {
+    // With the order-fixed host GEMM (OpenBLAS's rounding depends on the shape): the same bits.
+    const host_gemm was = host_gemm_choice().exchange(host_gemm::reference);
+    m.forward(ref.batch(0, ref.rows, ref.seq));
+    const auto logits = doubles(m.logits()), hidden = ref.real_rows(doubles(m.hidden()), cfg.hidden_size),
+               pooled = doubles(m.pooled());
+    m.forward(ref.padding_free_batch());
+    CHECK(doubles(m.logits()) == logits);
+    CHECK(doubles(m.hidden()) == hidden);
+    CHECK(doubles(m.pooled()) == pooled);
+    host_gemm_choice().store(was);
+  }
   // Padding invariance: each row alone, cut to its own length, gives the logits it had in the padded batch.
   if constexpr (std::is_same_v<Precision, precision::fp32>) {
     const auto batched = doubles(m.logits());

@@ -76,7 +76,8 @@ row_view<const T> const_rows(const row_view<T>& v) noexcept {
 template <class T>
 struct embedding_args {
   const std::int32_t* ids = nullptr;
-  const std::int32_t* types = nullptr;  // nullptr: every token has type 0
+  const std::int32_t* types = nullptr;      // nullptr: every token has type 0
+  const std::int32_t* positions = nullptr;  // nullptr: token r has position r % seq
   index_t batch = 0, seq = 0;
   row_view<const T> word, position, token_type;  // token_type.data == nullptr: the model has no type table
 };

@@ -20,15 +20,27 @@ namespace loom::bert {
 
 using config = io::bert_config;
 
-/// A right-padded batch of token ids, on the model's device.
+/// A batch of token ids on the model's device: right-padded rows [B, S], or padding-free (B sequences back to back
+/// in one row [1, N], as HF's DataCollatorWithFlattening gives them: no pad token reaches a GEMM or attention).
 template <device_tag Device>
 struct batch {
-  tensor<std::int32_t, Device> input_ids;       ///< [B, S]
-  tensor<std::int32_t, Device> token_type_ids;  ///< [B, S]
-  tensor<std::int32_t, Device> lengths;         ///< [B]: real tokens per row (the attention mask's row sums)
+  tensor<std::int32_t, Device> input_ids;       ///< [B, S], or padding-free [1, N]
+  tensor<std::int32_t, Device> token_type_ids;  ///< as input_ids
+  tensor<std::int32_t, Device> lengths;         ///< [B]: real tokens per sequence (the attention mask's row sums)
   tensor<std::int32_t, Device> labels;          ///< [B]: class ids (training / evaluation only)
-  index_t rows() const { return input_ids.extent(0); }
-  index_t seq() const { return input_ids.extent(1); }
+  tensor<std::int32_t, Device> position_ids;    ///< padding-free: [1, N], each token's position in its sequence
+  tensor<std::int32_t, Device> offsets;         ///< padding-free: [B + 1], sequence b at tokens [offsets[b], ..[b+1])
+  index_t longest = 0;                          ///< padding-free: the longest sequence (or longer, see model)
+
+  bool padding_free() const { return offsets.numel() > 0; }
+  index_t rows() const { return padding_free() ? lengths.extent(0) : input_ids.extent(0); }
+  /// Right-padded: the row width. Padding-free: `longest`.
+  index_t seq() const { return padding_free() ? longest : input_ids.extent(1); }
+  index_t tokens() const { return input_ids.numel(); }
+  token_layout<Device> layout() const {
+    return padding_free() ? token_layout<Device>::packed(lengths, offsets, longest, tokens())
+                          : token_layout<Device>::padded(lengths, seq());
+  }
 };
 
 /// Checks a batch against a config: shapes agree, the sequence fits the position table, nothing is empty.
@@ -40,6 +52,18 @@ void check_batch(const batch<Device>& b, const config& c) {
                  b.input_ids.extents().str());
   LOOM_CHECK(b.lengths.rank() == 1 && b.lengths.extent(0) == b.rows(),
              "lengths must be [" + std::to_string(b.rows()) + "], got " + b.lengths.extents().str());
+  if (b.padding_free()) {
+    LOOM_CHECK(b.input_ids.extent(0) == 1 && b.position_ids.extents() == b.input_ids.extents() &&
+                   b.offsets.rank() == 1 && b.offsets.extent(0) == b.rows() + 1,
+               "a padding-free batch needs input_ids [1, N], position_ids [1, N] and offsets [B + 1], got " +
+                   b.input_ids.extents().str() + ", " + b.position_ids.extents().str() + " and " +
+                   b.offsets.extents().str());
+    LOOM_CHECK(b.longest >= 1 && b.longest <= b.tokens(), "a padding-free batch of " + std::to_string(b.tokens()) +
+                                                             " tokens cannot have a longest sequence of " +
+                                                             std::to_string(b.longest));
+  } else {
+    LOOM_CHECK(b.position_ids.numel() == 0, "position_ids are for padding-free batches (with offsets)");
+  }
   LOOM_CHECK(b.seq() <= c.max_position_embeddings, "sequence length " + std::to_string(b.seq()) +
                                                        " exceeds max_position_embeddings " +
                                                        std::to_string(c.max_position_embeddings));
@@ -134,9 +158,10 @@ class encoder {
     lora_on_ = {};
   }
 
-  /// Sizes every activation and scratch buffer for [rows, seq] in `training` or inference; reallocates only when
-  /// the shape (or the recomputation / LoRA / trainable setup) changed: steady state allocates nothing.
-  void prepare(index_t rows, index_t seq, bool training) {
+  /// Sizes every activation and scratch buffer for `tokens` token rows of `rows` sequences of at most `seq` (rows *
+  /// seq right-padded) in `training` or inference; reallocates only when the shape (or the recomputation / LoRA /
+  /// trainable setup) changed: steady state allocates nothing.
+  void prepare(index_t rows, index_t seq, index_t tokens, bool training) {
     const bool per_layer = training && !recompute_;
     // Per layer: whether backward reads the feed-forward's input and its intermediate activation.
     std::vector<bool> keep;
@@ -144,9 +169,10 @@ class encoder {
       keep.push_back(layers_[l].ffn().needs_input(store_));
       keep.push_back(layers_[l].ffn().needs_inter(store_));
     }
-    if (rows == rows_ && seq == seq_ && training == trained_ && keep == kept_) return;
+    if (rows == rows_ && seq == seq_ && tokens == tokens_ && training == trained_ && keep == kept_) return;
     rows_ = rows;
     seq_ = seq;
+    tokens_ = tokens;
     trained_ = training;
     kept_ = keep;
     // Inference buffers are views of row_buffers, so CUDA graphs captured for several shapes share them; training
@@ -156,7 +182,7 @@ class encoder {
     auto rows_of = [&](index_t n, index_t cols) {
       return training ? tensor_t({n, cols}) : infer_buffers_.take(n, cols);
     };
-    const index_t N = rows * seq, H = cfg_.hidden_size, heads = cfg_.num_attention_heads;
+    const index_t N = tokens, H = cfg_.hidden_size, heads = cfg_.num_attention_heads;
     const index_t Hl = layers_.front().attention().local_hidden(), Il = layers_.front().ffn().local_intermediate();
     const index_t local_heads = heads / group_.tensor_size();
     const int count = per_layer ? layer_count() : 1;
@@ -231,14 +257,16 @@ class encoder {
     }
   }
 
-  /// Embeddings and every layer; returns the last hidden state [N = B*S, H]. Call prepare() first. p.first_row
+  /// Embeddings and every layer; returns the last hidden state [N, H] (N = B*S, or the padding-free batch's
+  /// tokens). Call prepare() first. p.first_row
   /// (with p.rows = b.rows()) places b's rows in the global micro-batch: every dropout mask is drawn as that of
   /// the unsplit batch's rows (nn::pass::stream).
   tensor_t forward(const batch<Device>& b, const nn::pass& p) {
     check_rows(b, p);
     group_.before_forward(parallel::unit::embeddings());
-    embed_.forward(b.input_ids, b.token_type_ids, embed_acts_, p);
+    embed_.forward(b.input_ids, b.token_type_ids, b.position_ids, embed_acts_, p);
     group_.after_use(parallel::unit::embeddings());
+    const token_layout<Device> tokens = b.layout();
     tensor_t x = embed_acts_.out;
     for (int l = 0; l < layer_count(); ++l) {
       // Training keeps a set of activations per layer; inference and recomputation reuse one set.
@@ -249,7 +277,7 @@ class encoder {
       if (!p.training) a.norm2.out = ping_[l % 2];
       else if (recompute_) a.norm2.out = layer_out_[l];
       begin(l, /*backward=*/false);
-      layers_[l].forward(a, b.lengths, rows_, seq_, scratch_.lora, p, exact_gelu_);
+      layers_[l].forward(a, tokens, scratch_.lora, p, exact_gelu_);
       end(l);
       x = a.out();
     }
@@ -262,11 +290,12 @@ class encoder {
   void backward(const batch<Device>& b, const nn::pass& p, grad_mode param_mode) {
     check_rows(b, p);
     const bool embeddings_trainable = embed_.trains();
+    const token_layout<Device> tokens = b.layout();
     for (int l = layer_count() - 1; l >= 0; --l) {
       const bool need_dx = l > 0 || embeddings_trainable;
       begin(l, /*backward=*/true);
       if (!recompute_) {
-        layers_[l].backward(acts_[l], b.lengths, rows_, seq_, scratch_, param_mode, need_dx, p);
+        layers_[l].backward(acts_[l], tokens, scratch_, param_mode, need_dx, p);
       } else {
         typename layer_type::activations& a = acts_[0];
         // The scratch set still holds the last layer's activations from forward; earlier layers are re-run from
@@ -274,10 +303,10 @@ class encoder {
         if (scratch_layer_ != l) {
           a.input = l == 0 ? embed_acts_.out : layer_out_[l - 1];
           a.norm2.out = recompute_out_;
-          layers_[l].forward(a, b.lengths, rows_, seq_, scratch_.lora, p, exact_gelu_);
+          layers_[l].forward(a, tokens, scratch_.lora, p, exact_gelu_);
           scratch_layer_ = l;
         }
-        layers_[l].backward(a, b.lengths, rows_, seq_, scratch_, param_mode, need_dx, p);
+        layers_[l].backward(a, tokens, scratch_, param_mode, need_dx, p);
       }
       group_.grads_ready(parallel::unit::layer(l), layer_ranges_[l]);
       if (lora_) group_.grads_ready(parallel::unit::adapter(l), adapter_ranges_[l]);
@@ -285,8 +314,8 @@ class encoder {
     }
     group_.before_backward(parallel::unit::embeddings());
     if (embeddings_trainable)
-      embed_.backward(scratch_.dx, b.input_ids, b.token_type_ids, embed_acts_, scratch_.dsum, param_mode, p,
-                      scratch_.ln_workspace, embed_workspace_);
+      embed_.backward(scratch_.dx, b.input_ids, b.token_type_ids, b.position_ids, embed_acts_, scratch_.dsum,
+                      param_mode, p, scratch_.ln_workspace, embed_workspace_);
     group_.grads_ready(parallel::unit::embeddings(), embed_ranges_);
     group_.after_use(parallel::unit::embeddings());
   }
@@ -324,7 +353,7 @@ class encoder {
   std::vector<parallel::ranges> layer_ranges_, adapter_ranges_;
 
   bool recompute_ = false, exact_gelu_ = false;
-  index_t rows_ = 0, seq_ = 0;
+  index_t rows_ = 0, seq_ = 0, tokens_ = 0;
   bool trained_ = false;
   std::vector<bool> kept_;  // per layer: h1 kept, inter kept (see prepare)
   std::vector<typename layer_type::activations> acts_;

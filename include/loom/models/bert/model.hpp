@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../../kernels/cross_entropy.hpp"
+#include "../../kernels/row_gather.hpp"
 #include "../../nn/pooler.hpp"
 #include "../../nn/row_buffers.hpp"
 #include "../../nn/sequence_classifier.hpp"
@@ -134,8 +135,11 @@ class model {
   /// Exact erf GELU in 16-bit inference too (default: cuBLASLt's fused tanh form there, see nn::feed_forward).
   void set_exact_gelu(bool on) { encoder_.set_exact_gelu(on); }
 
-  /// Last hidden state [B, S, H].
-  tensor_t hidden() const { return final_out_.reshape({rows_, seq_, cfg_.hidden_size}); }
+  /// Last hidden state [B, S, H]; after a padding-free batch [1, N, H] (its sequences back to back).
+  tensor_t hidden() const {
+    return padding_free_ ? final_out_.reshape({1, tokens_, cfg_.hidden_size})
+                         : final_out_.reshape({rows_, seq_, cfg_.hidden_size});
+  }
   /// Pooler output tanh(W h_CLS + b) [B, H].
   const tensor_t& pooled() const { return pooled_.out; }
   /// Classifier logits [B, num_labels].
@@ -154,11 +158,13 @@ class model {
     // The parameters may have moved since the views were bound (ZeRO-3 places each unit in a reused buffer).
     if (bound_version_ != params_.version()) rebind();
     pass_ = {m == mode::training, seed, step, first_row, b.rows()};
-    ensure_activations(b.rows(), b.seq());
+    ensure_activations(b.rows(), b.seq(), b.tokens(), b.padding_free());
     final_out_ = encoder_.forward(b, pass_);
-    // Pooler on the [CLS] rows: a strided view of the last hidden state, no copy.
+    // Pooler on the [CLS] rows: right-padded, a strided view of the last hidden state (no copy); padding-free, the
+    // rows at the sequences' offsets, gathered.
+    if (padding_free_) gather_rows(final_out_, b.offsets.slice(0, 0, rows_), cls_);
     group_.before_forward(parallel::unit::pooler());
-    pooler_.forward(hidden().select(1, 0), pooled_);
+    pooler_.forward(cls_rows(), pooled_);
     group_.after_use(parallel::unit::pooler());
     if (head_) {
       group_.before_forward(parallel::unit::head());
@@ -222,9 +228,10 @@ class model {
     group_.after_use(parallel::unit::head());
     // The pooler's input gradient lands in the [CLS] rows of d(last hidden state); every other row is 0.
     assign(s.dx, 0.0);
-    const tensor_t dcls = s.dx.reshape({rows_, seq_, cfg_.hidden_size}).select(1, 0);
+    const tensor_t dcls = padding_free_ ? dcls_ : s.dx.reshape({rows_, seq_, cfg_.hidden_size}).select(1, 0);
     group_.before_backward(parallel::unit::pooler());
-    pooler_.backward(dpooled_, hidden().select(1, 0), dcls, pooled_, dpooled_pre_, gm, s.ones);
+    pooler_.backward(dpooled_, cls_rows(), dcls, pooled_, dpooled_pre_, gm, s.ones);
+    if (padding_free_) scatter_rows(dcls_, b.offsets.slice(0, 0, rows_), s.dx);
     group_.grads_ready(parallel::unit::pooler(), pooler_ranges_);
     group_.after_use(parallel::unit::pooler());
     encoder_.backward(b, pass_, gm);
@@ -240,13 +247,20 @@ class model {
     bound_version_ = params_.version();
   }
 
-  // Buffers sized for [rows, seq]; reallocated only when the shape (or the recompute/LoRA setup) changes: steady
+  // The pooler's input: the [CLS] rows of the last hidden state.
+  tensor_t cls_rows() const { return padding_free_ ? cls_ : hidden().select(1, 0); }
+
+  // Buffers sized for the batch's shape; reallocated only when it (or the recompute/LoRA setup) changes: steady
   // state allocates nothing.
-  void ensure_activations(index_t rows, index_t seq) {
-    encoder_.prepare(rows, seq, pass_.training);
-    if (rows == rows_ && seq == seq_ && pass_.training == trained_) return;
+  void ensure_activations(index_t rows, index_t seq, index_t tokens, bool padding_free) {
+    encoder_.prepare(rows, seq, tokens, pass_.training);
+    if (rows == rows_ && seq == seq_ && tokens == tokens_ && padding_free == padding_free_ &&
+        pass_.training == trained_)
+      return;
     rows_ = rows;
     seq_ = seq;
+    tokens_ = tokens;
+    padding_free_ = padding_free;
     trained_ = pass_.training;
     const index_t H = cfg_.hidden_size, labels = cfg_.num_labels();
     // Inference: views of row_buffers, as the encoder's (CUDA graphs of several shapes share them).
@@ -254,6 +268,8 @@ class model {
     else infer_buffers_.rewind();
     auto rows_of = [&](index_t cols) { return trained_ ? tensor_t({rows, cols}) : infer_buffers_.take(rows, cols); };
     pooled_ = {rows_of(H), rows_of(H)};
+    cls_ = padding_free ? rows_of(H) : tensor_t{};
+    dcls_ = padding_free && trained_ ? tensor_t({rows, H}) : tensor_t{};
     if (head_) logits_ = rows_of(labels);
     if (trained_) {
       loss_ = tensor<float, Device>(shape{});
@@ -282,9 +298,10 @@ class model {
   std::vector<bool> saved_trainable_;
 
   nn::pass pass_;
-  index_t rows_ = 0, seq_ = 0;
-  bool trained_ = false;
+  index_t rows_ = 0, seq_ = 0, tokens_ = 0;
+  bool trained_ = false, padding_free_ = false;
   tensor_t final_out_;
+  tensor_t cls_, dcls_;  // padding-free: the gathered [CLS] rows and their gradient
   typename nn::pooler<Precision, parallel_type, Device>::activations pooled_;
   tensor_t logits_;
   nn::row_buffers<T, Device> infer_buffers_;

@@ -43,8 +43,9 @@ class sentence_encoder {
   /// Inference: the mean of each row's token states of the last layer (then unit length when normalising).
   void forward(const batch<Device>& b) {
     check_batch(b, cfg_);
+    LOOM_CHECK(!b.padding_free(), "sentence_encoder: mean pooling reads right-padded rows; give a padded batch");
     const nn::pass inference{};
-    encoder_.prepare(b.rows(), b.seq(), false);
+    encoder_.prepare(b.rows(), b.seq(), b.tokens(), false);
     const tensor_t hidden = encoder_.forward(b, inference).reshape({b.rows(), b.seq(), cfg_.hidden_size});
     if (!(out_.extents() == shape{b.rows(), cfg_.hidden_size})) {
       out_ = tensor_t({b.rows(), cfg_.hidden_size});
