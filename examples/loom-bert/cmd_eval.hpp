@@ -51,7 +51,7 @@ inline void run_eval(const eval_options& o) {
   const auto batches = length_batches(enc, o.batch);
   const std::vector<std::string> results =
       split.run(batches, enc.size(), [&](const std::vector<std::size_t>& idx) {
-        const auto logits = r->classify(make_batch(enc, idx, tok->pad_id()));
+        const auto logits = r->classify(make_batch(enc, idx, tok->pad_id(), /*padding_free=*/true));
         std::vector<std::string> out(idx.size());
         for (std::size_t k = 0; k < idx.size(); ++k) {
           const std::span<const float> z(logits.data() + k * C, C);

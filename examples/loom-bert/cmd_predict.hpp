@@ -57,7 +57,7 @@ inline void run_predict(const model_options& o) {
   const auto C = static_cast<std::size_t>(cfg.num_labels());
   const std::vector<std::string> lines =
       split.run(length_batches(enc, o.batch), enc.size(), [&](const std::vector<std::size_t>& idx) {
-        const std::vector<float> logits = r->classify(make_batch(enc, idx, tok->pad_id()));
+        const std::vector<float> logits = r->classify(make_batch(enc, idx, tok->pad_id(), /*padding_free=*/true));
         std::vector<std::string> out(idx.size());
         for (std::size_t k = 0; k < idx.size(); ++k) out[k] = predict_line(cfg, {logits.data() + k * C, C});
         return out;

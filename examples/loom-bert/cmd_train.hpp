@@ -60,6 +60,8 @@ inline void register_train(CLI::App& app) {
   sub->add_option("--padding-free", o->padding_free,
                   "on: each batch's rows back to back, no pad token computed; off: padded to the longest row; auto: on")
       ->capture_default_str()->check(CLI::IsMember({"auto", "on", "off"}));
+  sub->add_flag("--group-by-length", o->group_by_length,
+                "batches of rows of similar length (less padding with --padding-free off; default: rows shuffled)");
   sub->add_option("--output", o->output, "folder for the model, checkpoints and metrics.jsonl")->required();
   sub->add_option("--resume", o->resume, "continue from a checkpoint (its folder, or an --output with 'latest')");
   sub->add_flag("--overwrite-output", o->overwrite_output,

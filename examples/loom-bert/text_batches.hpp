@@ -1,6 +1,7 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
-// Rows of text -> tokenized, length-bucketed, dynamically padded batches (shared by predict and embed).
+// Rows of text -> tokenized, length-bucketed batches, dynamically padded or padding-free (shared by predict, eval,
+// embed and bench).
 #pragma once
 
 #include <algorithm>

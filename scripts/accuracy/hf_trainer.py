@@ -5,11 +5,14 @@
   python3 hf_trainer.py --train T.tsv --dev D.tsv --text-column sentence --label-column label
                         (--model DIR | --config config.json --vocab vocab.txt) --epochs 3 --batch-size 32 --lr 5e-5
                         --warmup-ratio 0.06 --weight-decay 0.01 --max-seq-len 64 --seed 42 [--bf16]
-                        [--sampler loom|hf|loom-exact --epoch-order BIN]
-Prints one JSON line: {"impl": "transformers", "dev_accuracy": ..., "dev_macro_f1": ..., "seconds": ...}.
+                        [--sampler loom|hf|random|loom-exact --epoch-order BIN] [--text-b-column B]
+Prints one JSON line: {"impl": "transformers", "dev_accuracy": ..., "dev_macro_f1": ..., "seconds": ...,
+"per_epoch": [...], "per_epoch_macro_f1": [...], "per_epoch_loss": [...]} (the evaluations after each epoch).
+--text-b-column makes it a sentence-pair task: tokenizer(a, b, truncation=True, max_length=...), as run_glue.py.
 Labels are sorted as loom sorts them (numerically when all are integers), so ids agree. The batch order is loom's
 (--sampler loom, the default: see BucketedBatches) or the Trainer's own group_by_length (--sampler hf), whose
-batches run from longest to shortest inside every group of 50. --sampler loom-exact replays the very batches
+batches run from longest to shortest inside every group of 50, or --sampler random: the Trainer's default (a
+plain shuffle of the rows each epoch, what a user of the Trainer gets). --sampler loom-exact replays the batches
 `loom-bert train --seed S` trains on, from epoch_order.cpp built as BIN (twin_check.py uses it).
 """
 import argparse, csv, json, subprocess, sys, time
@@ -39,8 +42,8 @@ def label_order(labels):
 
 class Rows(torch.utils.data.Dataset):
     def __init__(self, rows, tok, ids, max_len):
-        self.enc = [tok(a, b, truncation=True, max_length=max_len) if b is not None else tok(a, truncation=True, max_length=max_len)
-                    for a, b, _ in rows]
+        self.enc = [tok(a, b, truncation=True, max_length=max_len) if b is not None else
+                    tok(a, truncation=True, max_length=max_len) for a, b, _ in rows]
         self.labels = [ids[y] for _, _, y in rows]
 
     def __len__(self):
@@ -58,7 +61,8 @@ class BucketedBatches(torch.utils.data.Sampler):
     recipe as loom, not the same draws (loom's generator is a C++ mt19937_64)."""
 
     def __init__(self, lengths, batch, seed, bucket=50):
-        self.lengths, self.batch, self.seed, self.window, self.epoch = np.asarray(lengths), batch, seed, batch * bucket, 0
+        self.lengths, self.batch, self.seed = np.asarray(lengths), batch, seed
+        self.window, self.epoch = batch * bucket, 0
 
     def set_epoch(self, epoch):
         self.epoch = epoch
@@ -80,10 +84,10 @@ class BucketedBatches(torch.utils.data.Sampler):
             yield batches[i]
 
 
-def loom_epoch_order(program, lengths, batch, seed, epochs):
-    """Per epoch, the batches (lists of row indices) `loom-bert train --seed seed` trains on: epoch_order.cpp, built
-    as `program`, runs loom's own sampler over rows of these token counts."""
-    text = f"{seed} {batch} {epochs}\n" + " ".join(map(str, lengths)) + "\n"
+def loom_epoch_order(program, lengths, batch, seed, epochs, bucket=0):
+    """Per epoch, the batches (lists of row indices) `loom-bert train --seed seed` trains on (bucket 50: with
+    --group-by-length): epoch_order.cpp, built as `program`, runs loom's own sampler over rows of these token counts."""
+    text = f"{seed} {batch} {epochs} {bucket}\n" + " ".join(map(str, lengths)) + "\n"
     out = subprocess.run([program], input=text, capture_output=True, text=True, check=True).stdout
     return [json.loads(l) for l in out.splitlines()]
 
@@ -91,8 +95,8 @@ def loom_epoch_order(program, lengths, batch, seed, epochs):
 class LoomBatches(torch.utils.data.Sampler):
     """The batches `loom-bert train` draws, epoch by epoch, from loom's own sampler (epoch_order.cpp)."""
 
-    def __init__(self, lengths, batch, seed, epochs, program):
-        self.epochs, self.epoch = loom_epoch_order(program, lengths, batch, seed, epochs), 0
+    def __init__(self, lengths, batch, seed, epochs, program, bucket=0):
+        self.epochs, self.epoch = loom_epoch_order(program, lengths, batch, seed, epochs, bucket), 0
 
     def set_epoch(self, epoch):
         self.epoch = epoch
@@ -138,8 +142,10 @@ def main():
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--out", default="/tmp/hf_trainer_out")
-    ap.add_argument("--sampler", choices=["loom", "hf", "loom-exact"], default="loom")
+    ap.add_argument("--sampler", choices=["loom", "hf", "random", "loom-exact"], default="loom")
     ap.add_argument("--epoch-order", help="epoch_order.cpp built (for --sampler loom-exact)")
+    ap.add_argument("--loom-bucket", type=int, default=0,
+                    help="--sampler loom-exact: 0 for loom-bert train's default order, 50 for --group-by-length")
     ap.add_argument("--logging-steps", type=int, default=200)
     ap.add_argument("--attn-implementation", default="sdpa", choices=["sdpa", "eager"])
     a = ap.parse_args()
@@ -191,14 +197,19 @@ def main():
     if a.sampler == "loom":
         batches = BucketedBatches(lengths, a.batch_size, a.seed)
     elif a.sampler == "loom-exact":
-        batches = LoomBatches(lengths, a.batch_size, a.seed, int(np.ceil(a.epochs)), a.epoch_order)
+        batches = LoomBatches(lengths, a.batch_size, a.seed, int(np.ceil(a.epochs)), a.epoch_order, a.loom_bucket)
     trainer = BucketedTrainer(model=model, args=args, train_dataset=tr, eval_dataset=dv,
                               data_collator=DataCollatorWithPadding(tok), compute_metrics=metrics, batches=batches)
     trainer.train()
+    history = [e for e in trainer.state.log_history if "eval_accuracy" in e]
     r = trainer.evaluate()
-    print(json.dumps({"impl": "transformers", "sampler": a.sampler, "train": a.train, "dev_accuracy": r["eval_accuracy"],
-                      "dev_macro_f1": r["eval_macro_f1"], "seconds": round(time.time() - t0, 1),
-                      "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"}), flush=True)
+    print(json.dumps({"impl": "transformers", "sampler": a.sampler, "train": a.train,
+                      "dev_accuracy": r["eval_accuracy"], "dev_macro_f1": r["eval_macro_f1"],
+                      "seconds": round(time.time() - t0, 1),
+                      "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+                      **{"per_epoch" + k: [round(e["eval_" + m], 4) for e in history]
+                         for k, m in (("", "accuracy"), ("_macro_f1", "macro_f1"), ("_loss", "loss"))}}),
+          flush=True)
 
 
 if __name__ == "__main__":

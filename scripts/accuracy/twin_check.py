@@ -5,11 +5,15 @@
   python3 twin_check.py LOOM_BERT MODEL_DIR TRAIN_TSV OUT_DIR [--device cpu|cuda] [--steps 30]
   python3 twin_check.py LOOM_BERT MODEL_DIR TRAIN_TSV OUT_DIR --full-epochs 3 --dev DEV_TSV
                         [--dropout [--attention-dropout P]] [--precision fp32|bf16] [--seed S]
-                        [--hf-attention sdpa|eager] [--device cuda] [--loom-only]
+                        [--hf-attention sdpa|eager] [--device cuda] [--loom-only] [--rows N]
+  either form also takes [--text-column sentence] [--text-b-column B] [--label-column label]
+                         [--warmup-ratio 0.06] [--max-seq-len 64]
 
 Both frameworks fine-tune MODEL_DIR with one fixed classifier head (drawn here from --seed and written into the
 checkpoint). The recipe is sst2_minilm.sh's (AdamW 5e-5, weight decay 0.01, 6% warmup, linear decay, clipping at
-1.0).
+1.0, 64 tokens); --warmup-ratio and --max-seq-len change it (mrpc_minilm.sh: 0.1 and 128). --text-b-column makes
+it a sentence-pair task ([CLS] a [SEP] b [SEP], token types 0 then 1, both frameworks' own pair encoding), e.g.
+MRPC: --text-column '#1 String' --text-b-column '#2 String' --label-column Quality.
 
 Default: every dropout off and a training set of exactly one batch (32 rows), so every step sees the same batch
 and nothing random is left. Prints loss, learning rate and gradient norm of both per step and exits 1 when a loss
@@ -20,7 +24,8 @@ dropout masks, batch order, the head's initial values.
 (hf_trainer.py --sampler loom-exact; epoch_order.cpp built with the host compiler, or $EPOCH_ORDER). Without
 --dropout nothing random is left but the order of floating-point sums, so the two trajectories stay together until
 rounding drives them apart; with --dropout only the dropout masks differ. Prints where the losses part and both
-frameworks' per-epoch dev accuracy (one JSON line); OUT_DIR/losses.json keeps both loss curves.
+frameworks' per-epoch dev accuracy, macro-F1 and loss (one JSON line); OUT_DIR/losses.json keeps both loss
+curves. --rows N trains on the first N rows of TRAIN_TSV only (a quick check).
 """
 import json, os, shutil, subprocess, sys
 
@@ -95,25 +100,30 @@ def main():
     dropout = "--dropout" in args
     if dropout:
         args.remove("--dropout")
+    text, text_b = option("--text-column", "sentence"), option("--text-b-column", "")
+    label = option("--label-column", "label")
+    warmup, max_len, rows = option("--warmup-ratio", "0.06"), option("--max-seq-len", "64"), option("--rows", 0, int)
     loom_only = "--loom-only" in args  # loom's side of a pair (its runs are deterministic: one per binary and seed)
     if loom_only:
         args.remove("--loom-only")
     bert, model, train, out = args
-    twin, data, cfg = make_twin(model, out, seed, dropout, attention_dropout, rows=0 if full_epochs else 32,
+    twin, data, cfg = make_twin(model, out, seed, dropout, attention_dropout, rows=rows if full_epochs else 32,
                                 train=train)
     epochs = full_epochs or steps
-    recipe = ["--train", data, "--dev", dev or data, "--text-column", "sentence", "--label-column", "label",
-              "--epochs", str(epochs), "--batch-size", "32", "--lr", "5e-5", "--warmup-ratio", "0.06",
-              "--weight-decay", "0.01", "--max-seq-len", "64", "--seed", str(seed)]
+    columns = ["--text-column", text, "--label-column", label] + (["--text-b-column", text_b] if text_b else [])
+    recipe = ["--train", data, "--dev", dev or data, *columns,
+              "--epochs", str(epochs), "--batch-size", "32", "--lr", "5e-5", "--warmup-ratio", warmup,
+              "--weight-decay", "0.01", "--max-seq-len", max_len, "--seed", str(seed)]
     shutil.rmtree(os.path.join(out, "loom"), ignore_errors=True)
     subprocess.run([bert, "train", "--model", twin, *recipe, "--log-every", "1", "--device", device,
                     "--precision", precision, "--output", os.path.join(out, "loom")], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     metrics = [json.loads(l) for l in open(os.path.join(out, "loom", "metrics.jsonl"))]
     loom = [m for m in metrics if m["type"] == "train"]
+    loom_evals = [m for m in metrics if m["type"] == "eval"]
+    loom_dev = {f"loom_dev_{k}": [round(m[k], 4) for m in loom_evals] for k in ("accuracy", "macro_f1", "loss")}
     if loom_only:
-        print(json.dumps({"seed": seed, "precision": precision, "dropout": dropout, "loom_only": True,
-                          "loom_dev_accuracy": [round(m["accuracy"], 4) for m in metrics if m["type"] == "eval"]}))
+        print(json.dumps({"seed": seed, "precision": precision, "dropout": dropout, "loom_only": True, **loom_dev}))
         return
     hf_args = ["--attn-implementation", hf_attention] + (["--bf16"] if precision == "bf16" else [])
     if full_epochs:
@@ -133,7 +143,8 @@ def main():
     h.TrainingArguments = lambda *a, **k: base_args(*a, **{**k, "logging_steps": 1, "use_cpu": device == "cpu"})
     sys.argv = ["hf_trainer.py", "--model", twin, *recipe, *hf_args, "--out", os.path.join(out, "hf")]
     h.main()
-    hf_evals = [e["eval_accuracy"] for e in log if "eval_accuracy" in e]
+    hf_evals = [e for e in log if "eval_accuracy" in e][:full_epochs or None]
+    hf_dev = {f"hf_dev_{k}": [round(e["eval_" + k], 4) for e in hf_evals] for k in ("accuracy", "macro_f1", "loss")}
     log = [e for e in log if "loss" in e]
 
     if full_epochs:
@@ -148,8 +159,7 @@ def main():
         print(json.dumps({"seed": seed, "precision": precision, "dropout": dropout, "hf_attention": hf_attention,
                           "attention_dropout": cfg["attention_probs_dropout_prob"], "steps": [len(loom), len(log)],
                           "first_step_loss_differs_by": {str(t): s for t, s in apart.items()},
-                          "loom_dev_accuracy": [round(m["accuracy"], 4) for m in metrics if m["type"] == "eval"],
-                          "hf_dev_accuracy": [round(a, 4) for a in hf_evals[:full_epochs]]}))
+                          **loom_dev, **hf_dev}))
         return
 
     worst = 0.0

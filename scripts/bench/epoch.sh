@@ -22,12 +22,13 @@
 # with time stamps, its metrics.jsonl, the Trainer's output), OUT_DIR/data/ (token counts).
 # Environment:
 #   DATASETS ("sst2 chinese"), EPOCHS (1), MAX_ROWS (all): train both frameworks on the same first MAX_ROWS rows of
-#   the training table (the dev set stays whole); LOOM_MODES ("off on"): loom-bert --padding-free values, a mode
-#   the binary has no flag for is skipped with a line saying so ("off" then runs without the flag, today's dynamic
-#   padding); HF_MODES ("padded,packed"); SKIP_HF=1, SKIP_LOOM=1; TIME_LIMIT (240): seconds each Trainer process may
-#   take; LOOM_TIME_LIMIT (180): each loom run; BUDGET (530): seconds for the whole script, each run's limit is cut
-#   to what is left, so the table is written before the device's 10-minute limit; CHINESE_TASK; BATCH (32); LR
-#   (2e-5); DEVICE (cuda; cpu for a dry run, in fp32); BERT_SIZE (base; tiny for a dry run); HF_WORKERS (4); PYTHON.
+#   the training table (the dev set stays whole); LOOM_MODES ("off on"): loom-bert --padding-free values (off runs
+#   with --group-by-length, as the Trainer's run does); a mode the binary has no flag for is skipped with a line
+#   saying so ("off" then runs without the flag: an older loom-bert's dynamic padding); HF_MODES ("padded,packed");
+#   SKIP_HF=1, SKIP_LOOM=1; TIME_LIMIT (240): seconds each Trainer process may take; LOOM_TIME_LIMIT (180): each
+#   loom run; BUDGET (530): seconds for the whole script, each run's limit is cut to what is left, so the table is
+#   written before the device's 10-minute limit; CHINESE_TASK; BATCH (32); LR (2e-5); DEVICE (cuda; cpu for a dry
+#   run, in fp32); BERT_SIZE (base; tiny for a dry run); HF_WORKERS (4); PYTHON.
 # Timing: loom's phases come from the wall-clock stamps of its stderr lines (read + tokenize until its "training
 # rows" line, the epoch until its last step line, then the evaluation and the save); the Trainer's from its
 # process (tokenize = the fast tokenizer on train + dev, epoch = trainer.train(), eval = trainer.evaluate()).
@@ -86,7 +87,9 @@ EOF
 }
 
 padding_free=0
-if "$bert" train --help 2>&1 | grep -q -- '--padding-free'; then
+# (the help text whole first: under pipefail, grep -q closing the pipe early would fail the pipeline by SIGPIPE)
+help_text=$("$bert" train --help 2>&1 || true)
+if grep -q -- '--padding-free' <<<"$help_text"; then
   padding_free=1
 else
   echo "note: $bert train has no --padding-free flag: 'off' runs without it (dynamic padding), other modes skipped"
@@ -120,6 +123,8 @@ for ds in ${DATASETS:-sst2 chinese}; do
   if [ "${SKIP_LOOM:-0}" != 1 ]; then
     for mode in ${LOOM_MODES:-off on}; do
       flag=(--padding-free "$mode") label=$mode
+      # Padded batches grouped by length, as the Trainer's group_by_length run (padding-free needs no grouping).
+      [ "$mode" = off ] && flag+=(--group-by-length)
       if [ $padding_free = 0 ]; then
         if [ "$mode" != off ]; then
           note "$ds" loom "padding-free $mode" "this loom-bert has no --padding-free flag" '"supported": false'

@@ -5,6 +5,8 @@
 # Inference: batch 1 fp16, batch 8 bf16, batch 256 bf16 at seq 128 (CUDA graph replay). Training step at batch 32
 # and 64, bf16: forward, backward, AdamW, as hf_bert.py's step (no clipping); then with clipping, recomputation and
 # LoRA. PyTorch eager's training peak memory beside its graphs run (CUDA-graph pools are not in its counters).
+# With TEXTS (a TSV with a `sentence` column, e.g. SST-2's dev.tsv) and VOCAB (its vocab.txt): inference over those
+# real rows at batch 256 and 32, in file order and sorted by length, padded and padding-free (`bench --texts`).
 # JSON lines in OUT_DIR/speed.jsonl.
 set -uo pipefail
 bert=$1 hf=$2 out=$3
@@ -19,6 +21,12 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | t
   "$bert" bench --train --device cuda --precision bf16 --batch 32 64 --seq 128 --iters 30 --max-grad-norm 1
   "$bert" bench --train --device cuda --precision bf16 --batch 32 --seq 128 --iters 30 --recompute
   "$bert" bench --train --device cuda --precision bf16 --batch 32 --seq 128 --iters 30 --lora-r 8
+  if [ -n "${TEXTS:-}" ]; then
+    for order in file length; do
+      "$bert" bench --device cuda --precision bf16 --batch 256 32 --texts "$TEXTS" --text-column sentence \
+        --vocab "$VOCAB" --order $order --iters 20 --padding-free both
+    done
+  fi
 } 2>&1 | tee "$out/speed.jsonl"
 PYTHONUNBUFFERED=1 timeout 420 python3 "$hf" --graphs 2>&1 | grep -E '^\{' | tee -a "$out/speed.jsonl"
 PYTHONUNBUFFERED=1 timeout 120 python3 - "$hf" <<'PY' 2>&1 | grep -E '^\{' | tee -a "$out/speed.jsonl"

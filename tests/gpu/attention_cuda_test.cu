@@ -23,6 +23,13 @@ tensor<std::int32_t, loom::cuda> lengths_of(std::initializer_list<int> v) {
   for (int l : v) t.data()[i++] = l;
   return on<loom::cuda>(t);
 }
+
+// A batch of the launch-shape comparisons: sizes, each sequence's length, attention dropout.
+struct shape_case {
+  int B, S, H, D;
+  std::vector<int> lengths;
+  float p;
+};
 }  // namespace
 
 TEST_CASE("attention forward and backward replay from a CUDA graph with the same bits", "[attention][gpu]") {
@@ -72,16 +79,51 @@ TEST_CASE("attention called from a host-compiled file runs loom's CUDA kernels",
   CHECK(values(dqkv2) == values(dqkv));
 }
 
+TEST_CASE("the one-kernel backward of short sequences computes the two-kernel backward", "[attention][gpu]") {
+  // Same arithmetic and rounding points, sums over queries in the same 16-row order: any difference beyond the last
+  // bit of a few elements is a bug (a wrong tile, a missed row, a race on P^T or dS^T).
+  auto& enabled = detail::attn::short_backward_enabled();
+  const std::vector<shape_case> cases = {{2, 128, 12, 64, {128, 77}, 0.0f}, {3, 100, 2, 32, {1, 100, 64}, 0.1f},
+                                         {1, 1, 3, 64, {1}, 0.0f},          {2, 63, 2, 64, {63, 30}, 0.1f},
+                                         {4, 65, 2, 32, {65, 64, 2, 33}, 0.0f}};
+  unsigned seed = 11;
+  for (const auto& c : cases) {
+    INFO("B=" << c.B << " S=" << c.S << " H=" << c.H << " D=" << c.D << " p=" << c.p);
+    const auto qkv = on<loom::cuda>(random_tensor<bf16>({c.B, c.S, 3, c.H, c.D}, ++seed));
+    const auto dctx = on<loom::cuda>(random_tensor<bf16>({c.B, c.S, c.H * c.D}, ++seed));
+    tensor<std::int32_t, host> lh({c.B});
+    for (int b = 0; b < c.B; ++b) lh.data()[b] = c.lengths[b];
+    const auto lengths = on<loom::cuda>(lh);
+    const attention_dropout drop{c.p, 5, 6};
+    tensor<bf16, loom::cuda> ctx({c.B, c.S, c.H * c.D});
+    tensor<float, loom::cuda> lse({c.B, c.H, c.S});
+    attention_forward(qkv, lengths, ctx, lse, drop);
+    std::vector<double> got[2];
+    for (const bool short_kernel : {true, false}) {
+      enabled.store(short_kernel);
+      tensor<bf16, loom::cuda> dqkv({c.B, c.S, 3, c.H, c.D});
+      attention_backward(qkv, lengths, ctx, dctx, lse, dqkv, grad_mode::overwrite, drop);
+      got[short_kernel] = values(dqkv);
+    }
+    enabled.store(true);
+    double worst = 0, scale = 0;
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < got[0].size(); ++i) {
+      scale = std::max(scale, std::abs(got[0][i]));
+      worst = std::max(worst, std::abs(got[1][i] - got[0][i]));
+      differ += got[1][i] != got[0][i];
+    }
+    std::printf("  short backward B=%d S=%d D=%d p=%.1f: %zu of %zu elements differ, max |diff| %.3g of %.3g\n", c.B,
+                c.S, c.D, static_cast<double>(c.p), differ, got[0].size(), worst, scale);
+    CHECK(worst <= 1e-2 * scale);
+  }
+}
+
 TEST_CASE("every launch shape of the tensor-core forward gives the same bits", "[attention][gpu]") {
   // The variants differ in warps per block and register caps only; each warp's arithmetic is the same, so any
   // difference is a bug (a race, a wrong tile offset). Variant 0 is the one the reference tests check.
   auto& variant = detail::attn::forward_variant();
   const int saved = variant.load();
-  struct shape_case {
-    int B, S, H, D;
-    std::vector<int> lengths;
-    float p;
-  };
   const std::vector<shape_case> cases = {{2, 128, 12, 64, {128, 77}, 0.0f}, {3, 129, 2, 32, {1, 129, 64}, 0.0f},
                                          {1, 1, 3, 64, {1}, 0.0f},          {2, 63, 2, 64, {63, 30}, 0.1f},
                                          {1, 512, 2, 64, {300}, 0.0f},      {2, 200, 3, 32, {200, 129}, 0.2f}};

@@ -1,6 +1,7 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
-// BERT WordPiece tokenizer: ids identical to transformers' slow BertTokenizer, plus offsets, truncation, padding.
+// BERT WordPiece tokenizer: ids identical to transformers' slow BertTokenizer, plus offsets, truncation (of pairs as
+// the Rust tokenizers library cuts them: what every BertTokenizer of transformers 5 does), padding.
 #pragma once
 
 #include <algorithm>
@@ -35,7 +36,7 @@ struct wordpiece_options {
 /// How a sequence (pair) longer than `max_length` is cut, as in transformers' `truncation=` (cuts at the right end).
 enum class truncation {
   none,           ///< never cut
-  longest_first,  ///< remove from the longer sequence, one token at a time (ties: from the second)
+  longest_first,  ///< pairs: as tokenizers' LongestFirst (see truncate); one sequence: from its end
   only_first,     ///< remove from the first sequence only
   only_second,    ///< remove from the second sequence only
 };
@@ -279,7 +280,8 @@ class wordpiece_tokenizer {
     return e;
   }
 
-  /// transformers' `truncate_sequences` (right side): `n` tokens are removed.
+  /// Removes `n` tokens at the right end. Pairs under longest_first are cut as the Rust tokenizers library does
+  /// (transformers 5's BertTokenizer; the slow Python tokenizer differs when both texts are cut to an odd budget).
   static void truncate(std::vector<std::int32_t>& ia, std::vector<token_span>& oa, std::vector<std::int32_t>& ib,
                        std::vector<token_span>& ob, bool pair, std::size_t n, truncation how) {
     auto cut = [](std::vector<std::int32_t>& ids, std::vector<token_span>& off, std::size_t k) {
@@ -290,16 +292,18 @@ class wordpiece_tokenizer {
     if (how == truncation::only_first || (how == truncation::longest_first && !pair)) {
       cut(ia, oa, n);
     } else if (how == truncation::longest_first) {
-      // Same result as removing one token at a time from the longer sequence (the second one on ties).
-      const std::size_t la = ia.size(), lb = ib.size();
-      const std::size_t first = std::min(la > lb ? la - lb : lb - la, n), second = n - first;
-      if (la > lb) {
-        cut(ia, oa, first + second / 2);
-        cut(ib, ob, second - second / 2);
-      } else {
-        cut(ia, oa, second / 2);
-        cut(ib, ob, first + second - second / 2);
+      // The shorter text keeps its length when the longer one can take the rest of the budget; otherwise each gets
+      // half of it, the longer one (the second on ties) the odd token.
+      const std::size_t la = ia.size(), lb = ib.size(), budget = la + lb - n;
+      std::size_t keep_short = std::min(la, lb);
+      std::size_t keep_long = keep_short > budget ? keep_short : std::max(keep_short, budget - keep_short);
+      if (keep_short + keep_long > budget) {
+        keep_short = budget / 2;
+        keep_long = keep_short + budget % 2;
       }
+      const bool a_longer = la > lb;
+      cut(ia, oa, la - std::min(la, a_longer ? keep_long : keep_short));
+      cut(ib, ob, lb - std::min(lb, a_longer ? keep_short : keep_long));
     } else if (how == truncation::only_second && pair) {
       cut(ib, ob, n);
     }

@@ -741,6 +741,12 @@ __global__ void __launch_bounds__(threads) attention_backward_dkdv_simt_kernel(c
   store_row<V>(dv, 1.0f, gdv, D, p.accumulate, lane);
 }
 
+}  // namespace loom::detail::attn
+
+#include "attention_short.cuh"  // defines: attention_backward_short_kernel, launch_backward_short
+
+namespace loom::detail::attn {
+
 // ---- launchers -------------------------------------------------------------------------------------------------
 
 inline bool aligned16(const void* x) { return reinterpret_cast<std::uintptr_t>(x) % 16 == 0; }
@@ -824,14 +830,16 @@ void forward(const attention_problem& p, cudaStream_t stream) {
   }
 }
 
-// Two kernels writing disjoint parts of dqkv (the q slot; the k and v slots): no atomics, no scratch memory, and
-// the result does not depend on scheduling. The price is recomputing S and dP once more than FA2's single pass.
+// Sequences of at most 128 tokens: one kernel per (sequence, head) (attention_short.cuh). Longer ones: two kernels
+// writing disjoint parts of dqkv (the q slot; the k and v slots): no atomics, no scratch memory, and the result does
+// not depend on scheduling. The price is recomputing S and dP once more than FA2's single pass.
 template <class T>
 void backward(const attention_problem& p, cudaStream_t stream) {
   if (use_tensor_cores<T>(p, true)) {
     const dim3 grid((p.seq + tile_rows - 1) / tile_rows, p.heads, p.batch);
     if constexpr (!std::is_same_v<T, float>) {
       dispatch_mma(p, [&]<int D, bool Drop>() {
+        if (launch_backward_short<T, D, Drop>(p, stream)) return;
         launch(attention_backward_dq_kernel<T, D, Drop>, grid, p, stream);
         launch(attention_backward_dkdv_kernel<T, D, Drop>, grid, p, stream);
       });

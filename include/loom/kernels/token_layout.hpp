@@ -44,9 +44,10 @@ struct token_layout {
                    lengths.numel() >= 1,
                "token_layout: a padding-free batch needs lengths [B] and offsets [B + 1], got " +
                    lengths.extents().str() + " and " + offsets.extents().str());
-    LOOM_CHECK(longest >= 1 && tokens >= longest, "token_layout: a padding-free batch of " +
-                                                      std::to_string(tokens) + " tokens cannot hold a sequence of " +
-                                                      std::to_string(longest));
+    // `longest` may exceed this batch's tokens: a data-parallel rank's slice takes the global batch's longest row.
+    LOOM_CHECK(longest >= 1 && tokens >= lengths.numel(),
+               "token_layout: a padding-free batch of " + std::to_string(lengths.numel()) + " sequences has " +
+                   std::to_string(tokens) + " tokens and a longest sequence of " + std::to_string(longest));
     token_layout l;
     l.rows = lengths.numel();
     l.lengths = std::move(lengths);

@@ -28,6 +28,9 @@ struct pass {
   /// rank a contiguous slice [first_row, first_row + rows) of every global micro-batch, padded to the global
   /// longest row (the same S on every rank). rows may stay 0 while first_row is 0.
   std::int64_t first_row = 0, rows = 0;
+  /// Padding-free passes: global index of this forward's token 0 among the global micro-batch's tokens (every
+  /// rank's rows back to back, in row order), and its number of tokens (0: right-padded).
+  std::int64_t first_token = 0, tokens = 0;
 
   /// The stream of dropout site `site` (< 16) of layer `layer` (embeddings 0, encoder layer i at i + 1, the head
   /// after the last) over a tensor of `numel` elements whose leading dimension is this pass's rows (directly, [B,
@@ -36,8 +39,15 @@ struct pass {
   /// draws first_row * (numel / rows) + i, which is where it sits in the same tensor of the whole batch. So a row
   /// draws the same mask whichever rank computes it and however the batch is split (a run on N ranks drops exactly
   /// what one process would), as long as the batch is padded to the same S everywhere.
+  /// Padding-free, a tensor of token rows ([N, ...]) is keyed by the global token index instead, first_token *
+  /// (numel / tokens) + i, so the rows of every rank back to back draw what the unsplit padding-free batch draws.
   dropout_stream stream(int layer, int site, index_t numel) const {
-    return {seed, offset_of(layer, site), first_draw(numel)};
+    return {seed, offset_of(layer, site), tokens > 0 ? first_draw(numel, first_token, tokens)
+                                                     : first_draw(numel, first_row, rows)};
+  }
+  /// The stream of a tensor of one row per sequence ([B, ...], e.g. the classifier's input), in either layout.
+  dropout_stream row_stream(int layer, int site, index_t numel) const {
+    return {seed, offset_of(layer, site), first_draw(numel, first_row, rows)};
   }
   /// Hidden dropout applied inside add_layer_norm over `numel` elements (the same draws as dropout() over that
   /// tensor).
@@ -57,12 +67,13 @@ struct pass {
   std::uint64_t offset_of(int layer, int site) const {
     return (step << 20) | (static_cast<std::uint64_t>(layer) << 4) | static_cast<std::uint64_t>(site);
   }
-  std::uint64_t first_draw(index_t numel) const {
-    if (first_row == 0) return 0;
-    LOOM_CHECK(first_row > 0 && rows > 0 && numel % rows == 0,
+  // first * (numel / count): where this pass's element 0 sits among the global batch's `count`-row tensor.
+  static std::uint64_t first_draw(index_t numel, std::int64_t first, std::int64_t count) {
+    if (first == 0) return 0;
+    LOOM_CHECK(first > 0 && count > 0 && numel % count == 0,
                "nn::pass: a dropout tensor of " + std::to_string(numel) + " elements does not split into the pass's " +
-                   std::to_string(rows) + " rows (first_row " + std::to_string(first_row) + ")");
-    return static_cast<std::uint64_t>(first_row) * static_cast<std::uint64_t>(numel / rows);
+                   std::to_string(count) + " rows or tokens (the first at " + std::to_string(first) + ")");
+    return static_cast<std::uint64_t>(first) * static_cast<std::uint64_t>(numel / count);
   }
 };
 

@@ -29,7 +29,7 @@ class sequence_classifier {
     input_ = pooled;
     if (p.training && p_ > 0) {
       if (!(dropped_.extents() == pooled.extents())) dropped_ = tensor_t(pooled.extents());
-      dropout(dropped_, pooled, p.stream(layer_, 0, pooled.numel()), p_);
+      dropout(dropped_, pooled, p.row_stream(layer_, 0, pooled.numel()), p_);
       input_ = dropped_;
     }
     dense_.forward(input_, logits);
@@ -38,7 +38,7 @@ class sequence_classifier {
   void backward(const tensor_t& dlogits, const tensor_t& dpooled, const pass& p, grad_mode param_mode,
                 ones_vector<T, Device>& ones) const {
     dense_.backward(dlogits, input_, dpooled, param_mode, grad_mode::overwrite, ones);
-    if (p_ > 0) dropout_inplace(dpooled, p.stream(layer_, 0, dpooled.numel()), p_);
+    if (p_ > 0) dropout_inplace(dpooled, p.row_stream(layer_, 0, dpooled.numel()), p_);
   }
 
  private:

@@ -93,6 +93,8 @@ struct host_batch : batch_tensors<host> {
   /// Data parallel: this rank's rows are rows [first_row, first_row + rows()) of a global batch of `global_rows`
   /// (one process: first_row 0, global_rows = rows()). A rank's slice may be empty (a short last batch).
   std::size_t first_row = 0, global_rows = 0;
+  /// The same in tokens (the rows' lengths): where a padding-free slice's tokens sit among the global batch's.
+  std::size_t first_token = 0, global_tokens = 0;
 };
 
 /// Which slice of every global batch this process takes: rank `rank` of `size` gets the contiguous rows
@@ -149,6 +151,8 @@ inline void collate_padding_free(const dataset& d, const std::vector<std::size_t
   }
   b.first_row = 0;
   b.global_rows = rows.size();
+  b.first_token = 0;
+  b.global_tokens = static_cast<std::size_t>(tokens);
 }
 
 /// Collates `d`'s rows `rows`, padded with `pad_id` to the longest of them (or to `min_seq` when longer: the
@@ -187,6 +191,9 @@ inline void collate(const dataset& d, const std::vector<std::size_t>& rows, std:
   std::fill(b.labels.data() + n, b.packed.data() + b.packed.numel(), 0);
   b.first_row = 0;
   b.global_rows = rows.size();
+  b.first_token = 0;
+  b.global_tokens = 0;
+  for (auto i : rows) b.global_tokens += d.ids[i].size();
 }
 
 /// `b` on `Device`: one allocation and one copy of the packed buffer on the current stream (from a page-locked
@@ -337,6 +344,11 @@ class batch_loader {
         collate(d_, mine, pad_, ring_.block(slot), b, seq, padding_free_);
         b.first_row = lo;
         b.global_rows = global.size();
+        b.first_token = b.global_tokens = 0;
+        for (std::size_t r = 0; r < global.size(); ++r) {
+          if (r < lo) b.first_token += d_.ids[global[r]].size();
+          b.global_tokens += d_.ids[global[r]].size();
+        }
         b.index = i;
         b.slot = slot;
         std::lock_guard<std::mutex> lock(mutex_);

@@ -123,6 +123,10 @@ struct train_options {
   /// "auto", "on" or "off": batches padding-free (each row's tokens back to back, no pad token computed) or padded
   /// to their longest row; auto: padding-free (padding_free_of).
   std::string padding_free = "auto";
+  /// Batches of rows of similar length (windows of 50 batches sorted by length, as transformers' group_by_length);
+  /// off: the rows shuffled and cut in order (the Trainer's default). Grouping saves padding only without
+  /// padding-free batches, and it makes batches less random (on MRPC, length goes with the label).
+  bool group_by_length = false;
   std::string output, resume;
   bool overwrite_output = false;  ///< a fresh run may replace an earlier run's checkpoints, model and log in `output`
   std::int64_t max_steps = -1;   ///< stop after this many optimizer steps (overrides epochs)
@@ -161,7 +165,7 @@ struct train_options {
             {"weight_decay", weight_decay}, {"max_grad_norm", max_grad_norm}, {"schedule", schedule},
             {"max_seq_len", max_seq_len}, {"precision", precision}, {"device", device}, {"seed", seed},
             {"lora_r", lora_r}, {"lora_alpha", lora_alpha}, {"lora_dropout", lora_dropout}, {"recompute", recompute},
-            {"padding_free", padding_free_of(padding_free)},
+            {"padding_free", padding_free_of(padding_free)}, {"group_by_length", group_by_length},
             {"max_steps", max_steps}, {"text_column", cols.text}, {"text_b_column", cols.text_b},
             {"label_column", cols.label}, {"parallel", parallel}, {"world_size", world_size},
             {"bucket_mb", bucket_mb}, {"reduce_dtype", reduce_dtype}, {"comm_timeout", comm_timeout_s},

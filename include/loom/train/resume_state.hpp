@@ -117,10 +117,13 @@ inline std::vector<std::string> resume_conflicts(const nlohmann::json& saved, co
                                    "format",       "text_column",   "text_b_column", "label_column", "max_seq_len",
                                    "grad_accum",    "seed",          "lr",           "schedule",
                                    "warmup_ratio", "weight_decay",  "max_grad_norm", "precision",    "lora_r",
-                                   "lora_alpha",   "lora_dropout",  "lora_targets"};
+                                   "lora_alpha",   "lora_dropout",  "lora_targets",  "group_by_length"};
   if (schedule_uses_total) keys.insert(keys.end(), {"epochs", "max_steps"});
   const auto shown = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
   std::vector<std::string> out;
+  // Checkpoints from before --group-by-length always grouped: resuming one without the flag would change the order.
+  nlohmann::json recorded = saved;
+  if (!recorded.contains("group_by_length")) recorded["group_by_length"] = true;
   // The batch is compared as the global micro-batch (--batch-size x ranks): a run saved at N ranks resumes at M
   // ranks when --batch-size x M gives the same rows per micro-batch (checkpoints of one process recorded only
   // batch_size, which was that).
@@ -135,8 +138,8 @@ inline std::vector<std::string> resume_conflicts(const nlohmann::json& saved, co
                                      std::to_string(now.global_micro_batch()) + " rows per micro-batch") +
                   " (the checkpoint's run: " + saved_global.dump() + ")");
   for (const std::string& key : keys) {
-    if (!saved.contains(key)) continue;
-    const nlohmann::json& a = saved.at(key);
+    if (!recorded.contains(key)) continue;
+    const nlohmann::json& a = recorded.at(key);
     const nlohmann::json& b = current.at(key);
     const bool same = (a.is_number() && b.is_number()) ? a.get<double>() == b.get<double>() : a == b;
     if (same) continue;

@@ -313,12 +313,14 @@ class trainer {
     staging_ring<Device> ring(staging_ring<Device>::slots_for_depth(4), packed_capacity(run_.train, o_.batch));
     while (!stop && step_ < total_steps_) {
       const auto batches =
-          epoch_batches(run_.train, o_.global_micro_batch(), o_.seed, static_cast<std::uint64_t>(epoch_));
+          epoch_batches(run_.train, o_.global_micro_batch(), o_.seed, static_cast<std::uint64_t>(epoch_), true,
+                        o_.group_by_length ? 50 : 0);
       batch_loader<Device> loader(ring, run_.train, batches, batch_in_epoch_, pad_id(), part,
                                   padding_free_of(o_.padding_free));
       host_batch hb;
       int micro = 0, group = 0;
       std::size_t step_rows = 0, rows_before = 0;  // global rows of this step, and of its micro-batches so far
+      std::size_t tokens_before = 0;               // global tokens of the step's micro-batches so far
       bool backward_done = false;                  // this rank has run a backward in this step
       while (!stop && loader.next(hb)) {
         if (micro == 0) {
@@ -329,21 +331,23 @@ class trainer {
           step_rows = 0;
           for (std::size_t i = hb.index; i < hb.index + static_cast<std::size_t>(group); ++i)
             step_rows += batches[i].size();
-          rows_before = 0;
+          rows_before = tokens_before = 0;
           backward_done = false;
           dp().set_context("step " + std::to_string(step_ + 1));
         }
         const bool last_micro = micro + 1 == group;
         const index_t rows = hb.rows();
-        const std::size_t first_row = rows_before + hb.first_row, global_rows = hb.global_rows;  // release clears hb
+        // Read before release(), which clears hb.
+        const std::size_t first_row = rows_before + hb.first_row, global_rows = hb.global_rows;
+        const std::size_t first_token = tokens_before + hb.first_token, global_tokens = hb.global_tokens;
         if (rows > 0) {
           // The copy is enqueued, then the slot goes back: the loader refills it once that copy has completed.
           const bert::batch<Device> b = upload(hb);
           loader.release(hb);
           const double share = static_cast<double>(rows) / static_cast<double>(step_rows);
-          // Dropout is keyed by (step, row of the step): the masks do not depend on how rows are split.
+          // Dropout is keyed by (step, row or token of the step): the masks do not depend on how rows are split.
           model_.forward_loss(b, bert::mode::training, o_.seed, static_cast<std::uint64_t>(step_),
-                              static_cast<std::int64_t>(first_row));
+                              static_cast<std::int64_t>(first_row), static_cast<std::int64_t>(first_token));
           watch_.observe(model_.loss(), step_ + 1);
           dp().set_sync(last_micro);  // accumulation: the buckets reduce in the step's last backward only
           const grad_mode gm = backward_done ? grad_mode::accumulate : grad_mode::overwrite;
@@ -367,6 +371,7 @@ class trainer {
           loader.release(hb);  // this rank's slice of a short last batch is empty: it only joins the reductions
         }
         rows_before += global_rows;
+        tokens_before += global_tokens;
         sequences_ += static_cast<std::int64_t>(global_rows);
         ++micro_step_;
         batch_in_epoch_ = hb.index + 1;

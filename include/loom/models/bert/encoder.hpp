@@ -30,7 +30,9 @@ struct batch {
   tensor<std::int32_t, Device> labels;          ///< [B]: class ids (training / evaluation only)
   tensor<std::int32_t, Device> position_ids;    ///< padding-free: [1, N], each token's position in its sequence
   tensor<std::int32_t, Device> offsets;         ///< padding-free: [B + 1], sequence b at tokens [offsets[b], ..[b+1])
-  index_t longest = 0;                          ///< padding-free: the longest sequence (or longer, see model)
+  /// Padding-free: the longest sequence, or longer (a data-parallel rank's slice takes the global batch's longest,
+  /// so that attention dropout draws as in the unsplit batch).
+  index_t longest = 0;
 
   bool padding_free() const { return offsets.numel() > 0; }
   index_t rows() const { return padding_free() ? lengths.extent(0) : input_ids.extent(0); }
@@ -58,9 +60,10 @@ void check_batch(const batch<Device>& b, const config& c) {
                "a padding-free batch needs input_ids [1, N], position_ids [1, N] and offsets [B + 1], got " +
                    b.input_ids.extents().str() + ", " + b.position_ids.extents().str() + " and " +
                    b.offsets.extents().str());
-    LOOM_CHECK(b.longest >= 1 && b.longest <= b.tokens(), "a padding-free batch of " + std::to_string(b.tokens()) +
-                                                             " tokens cannot have a longest sequence of " +
-                                                             std::to_string(b.longest));
+    LOOM_CHECK(b.longest >= 1 && b.tokens() >= b.rows(), "a padding-free batch of " + std::to_string(b.rows()) +
+                                                            " sequences has " + std::to_string(b.tokens()) +
+                                                            " tokens and a longest sequence of " +
+                                                            std::to_string(b.longest));
   } else {
     LOOM_CHECK(b.position_ids.numel() == 0, "position_ids are for padding-free batches (with offsets)");
   }

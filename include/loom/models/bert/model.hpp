@@ -151,13 +151,17 @@ class model {
   /// random stream and keeps the activations backward needs. `first_row`: the global index of b's row 0 when b is
   /// one rank's contiguous slice of a global micro-batch (data parallelism; every rank padded to the same S): each
   /// row then draws the dropout masks it would draw in the unsplit batch, so N ranks compute what one process does.
+  /// `first_token`: for a padding-free slice, the global index of its token 0 (the tokens of the global batch's rows
+  /// before it), for the same reason.
   void forward(const batch<Device>& b, mode m = mode::inference, std::uint64_t seed = 0, std::uint64_t step = 0,
-               std::int64_t first_row = 0) {
+               std::int64_t first_row = 0, std::int64_t first_token = 0) {
     check_batch(b, cfg_);
-    LOOM_CHECK(first_row >= 0, "forward: first_row must be >= 0, got " + std::to_string(first_row));
+    LOOM_CHECK(first_row >= 0 && first_token >= 0, "forward: first_row and first_token must be >= 0, got " +
+                                                       std::to_string(first_row) + " and " +
+                                                       std::to_string(first_token));
     // The parameters may have moved since the views were bound (ZeRO-3 places each unit in a reused buffer).
     if (bound_version_ != params_.version()) rebind();
-    pass_ = {m == mode::training, seed, step, first_row, b.rows()};
+    pass_ = {m == mode::training, seed, step, first_row, b.rows(), first_token, b.padding_free() ? b.tokens() : 0};
     ensure_activations(b.rows(), b.seq(), b.tokens(), b.padding_free());
     final_out_ = encoder_.forward(b, pass_);
     // Pooler on the [CLS] rows: right-padded, a strided view of the last hidden state (no copy); padding-free, the
@@ -176,11 +180,11 @@ class model {
   /// forward + mean cross-entropy against b.labels (probabilities kept for backward). The mean is over b's rows:
   /// a rank holding k of a global batch's n rows scales its backward by k / n to contribute its share of the mean.
   void forward_loss(const batch<Device>& b, mode m = mode::training, std::uint64_t seed = 0, std::uint64_t step = 0,
-                    std::int64_t first_row = 0) {
+                    std::int64_t first_row = 0, std::int64_t first_token = 0) {
     LOOM_CHECK(head_, "forward_loss needs the classification head");
     LOOM_CHECK(b.labels.rank() == 1 && b.labels.extent(0) == b.rows(),
                "labels must have shape [" + std::to_string(b.rows()) + "], got " + b.labels.extents().str());
-    forward(b, m, seed, step, first_row);
+    forward(b, m, seed, step, first_row, first_token);
     cross_entropy_forward(logits_, b.labels, loss_, losses_, probs_);
   }
 

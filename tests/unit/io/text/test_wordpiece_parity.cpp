@@ -1,6 +1,7 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
-// Row-by-row parity with transformers' slow BertTokenizer on SST-2, MRPC and online_shopping_10_cats (LOOM_DATA_DIR).
+// Row-by-row parity with transformers on SST-2, MRPC and online_shopping_10_cats (LOOM_DATA_DIR): its slow
+// BertTokenizer, and for truncated pairs its BertTokenizer (the Rust tokenizers library).
 #include <iostream>
 
 #include "catch.hpp"

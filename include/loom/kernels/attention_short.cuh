@@ -1,0 +1,155 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// The attention backward of short sequences (at most 128 tokens: every BERT classification batch we train on) in
+// one kernel per (sequence, head). Included by attention.cuh, whose helpers it uses.
+//
+// Why: the general backward is two kernels (dQ; dK and dV) that each recompute the scores S = Q K^T and dP = dO V^T
+// and each load Q, K, V and dO again, so that no block needs more than one 64-row tile of either side. When the whole
+// sequence fits in one 128-row tile, one block of 8 warps holds Q, K, V and dO in shared memory, computes S and dP
+// once (each warp 16 query rows, 64 keys at a time), keeps dQ in registers, and leaves the dropped P^T and dS^T in
+// shared memory for the dK = dS^T Q and dV = P^T dO products of the second phase (each warp 16 keys). Every input
+// is read once and every output written once; the arithmetic and its rounding points are the general kernels'
+// (P and dS rounded to T before their products, sums over queries in 16-row steps in order).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace loom::detail::attn {
+
+constexpr int short_rows = 128;  // the longest sequence attention_backward_short_kernel takes
+constexpr int short_warps = short_rows / 16;
+
+template <int D>
+constexpr std::size_t short_backward_smem_bytes(std::size_t element) {
+  // Q, K, V, dO [128][D + 8]; P^T and dS^T [128][128 + 8]
+  return element * (4 * short_rows * (D + 8) + 2 * short_rows * (short_rows + 8));
+}
+
+// Block (head, sequence), 8 warps.
+template <class T, int D, bool Dropout>
+__global__ void __launch_bounds__(32 * short_warps, 1) attention_backward_short_kernel(const attention_problem p) {
+  constexpr int Threads = 32 * short_warps, R = short_rows, BN = 64, LD = D + 8, LDP = R + 8, KS = D / 16;
+  extern __shared__ __align__(16) unsigned char short_smem[];
+  T* s_q = reinterpret_cast<T*>(short_smem);
+  T* s_k = s_q + R * LD;
+  T* s_v = s_k + R * LD;
+  T* s_do = s_v + R * LD;
+  T* s_pt = s_do + R * LD;   // [key][query]: P after dropout, transposed
+  T* s_dst = s_pt + R * LDP;  // [key][query]: dS, transposed
+  const int h = blockIdx.x, b = blockIdx.y, S = p.seq, H = p.heads;
+  const index_t stride = 3 * static_cast<index_t>(H) * D, hidden = static_cast<index_t>(H) * D;
+  const index_t head = static_cast<index_t>(h) * D;
+  const auto [first, len, rows] = sequence_rows_of(p, b);
+  if (rows <= 0) return;
+  const T* gq = static_cast<const T*>(p.qkv) + first * stride + head;
+  const T* gdo = static_cast<const T*>(p.dctx) + first * hidden + head;
+  const T* go = static_cast<const T*>(p.ctx) + first * hidden + head;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+
+  load_rows_async<T, D, R, Threads>(s_q, gq, stride, 0, rows);
+  load_rows_async<T, D, R, Threads>(s_k, gq + hidden, stride, 0, len);
+  load_rows_async<T, D, R, Threads>(s_v, gq + 2 * hidden, stride, 0, len);
+  load_rows_async<T, D, R, Threads>(s_do, gdo, hidden, 0, rows);
+  cp_async_commit();
+  cp_async_wait_all();
+  __syncthreads();
+
+  // ---- phase 1: the warp's 16 queries against every key: dQ, and P^T, dS^T into shared memory
+  const int q0 = 16 * warp;
+  std::uint32_t qf[KS][4], dof[KS][4];
+  load_a<KS, LD>(qf, s_q + q0 * LD, lane);
+  load_a<KS, LD>(dof, s_do + q0 * LD, lane);
+  float rowdot;  // D = rowsum(dO o O): lanes 2r and 2r+1 each take half of row r of the warp's 16
+  {
+    const int r = lane >> 1, half = lane & 1, row = q0 + r;
+    rowdot = 0;
+    if (row < rows)
+      rowdot = half_row_dot<T, D / 2>(s_do + row * LD + half * (D / 2),
+                                      go + static_cast<index_t>(row) * hidden + half * (D / 2));
+    rowdot += __shfl_xor_sync(full_warp, rowdot, 1);
+  }
+  float dsum[2], lse2[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = q0 + g + 8 * i;
+    dsum[i] = __shfl_sync(full_warp, rowdot, 2 * (g + 8 * i));
+    // +inf: rows past the sequence weigh nothing (their Q and dO are zeros as well)
+    lse2[i] = row < rows ? p.lse[(static_cast<index_t>(b) * H + h) * S + row] * log2e : INFINITY;
+  }
+  float dq[D / 8][4] = {};
+  const float to_log2 = p.scale * log2e;
+  const float keep_scale = 1.0f / (1.0f - p.dropout.p);
+  const int tiles = (len + BN - 1) / BN;
+  for (int j = 0; j < tiles; ++j) {
+    const int k0 = j * BN;
+    float s[BN / 8][4] = {}, dp[BN / 8][4] = {};
+    mma_b_nk<T, KS, BN / 8, LD>(s, qf, s_k + k0 * LD, lane);
+    mma_b_nk<T, KS, BN / 8, LD>(dp, dof, s_v + k0 * LD, lane);
+    const unsigned keep = Dropout ? tile_keep_bits<false>(p, b, h, q0, k0, lane) : 0u;
+#pragma unroll
+    for (int nt = 0; nt < BN / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = k0 + nt * 8 + 2 * t + (e & 1), row = q0 + g + 8 * (e >> 1);
+        const float pr = key < len ? exp2f(s[nt][e] * to_log2 - lse2[e >> 1]) : 0.0f;
+        float mask = 1.0f;
+        if constexpr (Dropout) mask = (keep >> (4 * nt + e)) & 1u ? keep_scale : 0.0f;
+        const float ds = pr * (dp[nt][e] * mask - dsum[e >> 1]);
+        s[nt][e] = ds;
+        s_pt[key * LDP + row] = convert<T>(pr * mask);
+        s_dst[key * LDP + row] = convert<T>(ds);
+      }
+    }
+    std::uint32_t dsf[BN / 16][4];
+    to_a<T, BN / 16>(dsf, s);
+    mma_b_kn<T, BN / 16, D / 8, LD>(dq, dsf, s_k + k0 * LD, lane);
+  }
+  __syncthreads();  // P^T and dS^T complete; K and V are no longer read (their space becomes output staging)
+
+  // ---- phase 2: the warp's 16 keys against every query: dV = P^T dO, dK = dS^T Q
+  const int k0w = 16 * warp;
+  float dk[D / 8][4] = {}, dv[D / 8][4] = {};
+  if (k0w < len) {
+    std::uint32_t af[R / 16][4];
+    load_a<R / 16, LDP>(af, s_pt + k0w * LDP, lane);
+    mma_b_kn<T, R / 16, D / 8, LD>(dv, af, s_do, lane);
+    load_a<R / 16, LDP>(af, s_dst + k0w * LDP, lane);
+    mma_b_kn<T, R / 16, D / 8, LD>(dk, af, s_q, lane);
+  }
+  float* scratch = reinterpret_cast<float*>(s_k) + warp * 16 * (D + 4);
+  static_assert(2 * R * LD * sizeof(T) >= short_warps * 16 * (D + 4) * sizeof(float));
+  T* gdq = static_cast<T*>(p.dqkv) + first * stride + head;
+  store_rows<T, D>(dq, p.scale, scratch, gdq, stride, q0, rows, p.accumulate, lane);
+  store_rows<T, D>(dk, p.scale, scratch, gdq + hidden, stride, k0w, rows, p.accumulate, lane);
+  store_rows<T, D>(dv, 1.0f, scratch, gdq + 2 * hidden, stride, k0w, rows, p.accumulate, lane);
+}
+
+// Internal: whether short sequences take this kernel (the GPU tests compare it with the two-kernel backward).
+inline std::atomic<bool>& short_backward_enabled() {
+  static std::atomic<bool> on{true};
+  return on;
+}
+
+// Launches the one-kernel backward when every sequence fits in a 128-row tile; false otherwise.
+template <class T, int D, bool Dropout>
+bool launch_backward_short(const attention_problem& p, cudaStream_t stream) {
+  if (p.seq > short_rows || !short_backward_enabled().load(std::memory_order_relaxed)) return false;
+  constexpr std::size_t bytes = short_backward_smem_bytes<D>(sizeof(T));
+  // More than 48 KB of shared memory is an opt-in per kernel and device (a bit per device, once each).
+  static std::atomic<std::uint64_t> configured{0};
+  int device = 0;
+  LOOM_CUDA_CHECK(cudaGetDevice(&device));
+  const std::uint64_t bit = device < 64 ? std::uint64_t{1} << device : 0;
+  if (bit == 0 || (configured.load(std::memory_order_acquire) & bit) == 0) {
+    LOOM_CUDA_CHECK(cudaFuncSetAttribute(attention_backward_short_kernel<T, D, Dropout>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    configured.fetch_or(bit, std::memory_order_acq_rel);
+  }
+  const dim3 grid(static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
+  attention_backward_short_kernel<T, D, Dropout><<<grid, 32 * short_warps, bytes, stream>>>(p);
+  LOOM_CUDA_CHECK_LAUNCH();
+  return true;
+}
+
+}  // namespace loom::detail::attn
