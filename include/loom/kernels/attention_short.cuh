@@ -1,6 +1,6 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
-// The attention backward of short sequences (at most 128 tokens: every BERT classification batch we train on) in
+// The attention backward of short sequences (at most 128 tokens, the usual --max-seq-len of BERT classification) in
 // one kernel per (sequence, head). Included by attention.cuh, whose helpers it uses.
 //
 // Why: the general backward is two kernels (dQ; dK and dV) that each recompute the scores S = Q K^T and dP = dO V^T
