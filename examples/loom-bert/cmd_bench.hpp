@@ -45,8 +45,8 @@ struct bench_options {
 /// (as requests arrive) or sorted by length; each batch padded to its longest row, or padding-free. One JSON line
 /// per (batch size, layout): a pass over every row, forward only (the logits stay on the device), no CUDA graph.
 inline void run_texts_bench(const bench_options& o, const model_source& src, const std::string& name) {
-  const std::string vocab = !o.vocab.empty() ? o.vocab : o.model_dir.empty() ? std::string() : o.model_dir;
-  LOOM_CHECK(!vocab.empty(), "--texts needs a tokenizer: --model FOLDER (its vocab.txt) or --vocab FILE");
+  LOOM_CHECK(!o.vocab.empty() || !o.model_dir.empty(),
+             "--texts needs a tokenizer: --model FOLDER (its vocab.txt) or --vocab FILE");
   const auto tok = o.vocab.empty() ? folder_tokenizer(o.model_dir)
                                    : loom::io::wordpiece_tokenizer::from_file(o.vocab, loom::io::wordpiece_options{});
   const text_rows rows = read_text_rows(o.texts, o.format, o.text_column, o.text_b_column);

@@ -12,7 +12,8 @@
 #   resume_state a damaged trainer_state.json (position, types, missing fields) and changed flags are refused,
 #                each naming the file and field or the flag
 #   padding_free --padding-free on and off train the same steps (no dropout): losses and gradient norms agree to
-#                fp32 rounding, and so do the dev evaluations; a bad value is refused
+#                fp32 rounding, and so do the dev evaluations; a bad value is refused; bench --texts times both
+#                layouts over the rows (padding-free computes exactly their tokens)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/check_training.sh"
 [ $# = 3 ] || fail "usage: train_cases.sh CASE LOOM_BERT DIR"
@@ -134,6 +135,18 @@ case_padding_free() {
   run_fails "$W/pf-bad.log" train "${DEV[@]}" --model "$ROOT/tests/fixtures/bert/tiny_a" --train "$W/train40.tsv" \
     --text-column sentence --padding-free maybe --output "$W/pf-bad"
   grep -q "padding-free" "$W/pf-bad.log" || fail "--padding-free maybe: $(cat "$W/pf-bad.log")"
+  # bench --texts: a line per layout; padding-free computes exactly the rows' tokens, padded at least as many.
+  "$LOOM_BERT" bench --device "$DEVICE" --precision "$PRECISION" --config "$W/config.json" \
+    --vocab "$ROOT/tests/fixtures/bert/tiny_a/vocab.txt" --texts "$W/train40.tsv" --text-column sentence \
+    --max-seq-len 32 --batch 8 --iters 1 >"$W/texts.jsonl" 2>"$W/texts.log" ||
+    fail "bench --texts: $(tail -n 1 "$W/texts.log")"
+  local padded free
+  padded=$(grep '"padding_free": false' "$W/texts.jsonl") free=$(grep '"padding_free": true' "$W/texts.jsonl")
+  [ "$(grep -Eo '"rows": [0-9]+' <<<"$free")" = '"rows": 40' ] || fail "bench --texts rows: $free"
+  awk -v t="$(grep -Eo '"tokens": [0-9]+' <<<"$free" | grep -Eo '[0-9]+')" \
+    -v f="$(grep -Eo '"computed_tokens": [0-9]+' <<<"$free" | grep -Eo '[0-9]+')" \
+    -v p="$(grep -Eo '"computed_tokens": [0-9]+' <<<"$padded" | grep -Eo '[0-9]+')" \
+    'BEGIN { exit !(t > 0 && f == t && p > t) }' || fail "bench --texts token counts: $padded / $free"
   echo "padding_free: 10 steps of on and off agree (loss, grad_norm), dev accuracy $(value accuracy "$lon")"
 }
 
