@@ -72,8 +72,8 @@ batch_tensors<Device> packed_batch(const tensor<std::int32_t, Device>& buffer, i
 template <device_tag Device>
 batch_tensors<Device> packed_batch_padding_free(const tensor<std::int32_t, Device>& buffer, index_t rows,
                                                 index_t tokens, index_t longest) {
-  batch_tensors<Device> b = packed_batch(buffer, rows, 1);  // lengths and labels' places follow 2 token parts
   const index_t t = packed_round(tokens), r = packed_round(rows);
+  batch_tensors<Device> b;
   b.packed = buffer.slice(0, 0, static_cast<index_t>(packed_size_padding_free(rows, tokens)));
   b.ids = b.packed.slice(0, 0, tokens).reshape({1, tokens});
   b.types = b.packed.slice(0, t, t + tokens).reshape({1, tokens});

@@ -185,3 +185,52 @@ TEST_CASE("staging ring: destroying a loader mid-epoch does not hang", "[train][
   });
   CHECK(finished);
 }
+
+TEST_CASE("staging ring: padding-free batches hold each row's tokens back to back, and where a slice's tokens sit",
+          "[train][loader]") {
+  const auto d = loom_test::loader_dataset(12, 9);
+  const std::vector<std::vector<std::size_t>> batches = {{3, 0, 7, 5}, {1, 2, 11, 4}, {9, 8, 6, 10}};
+  // Rank 1 of 2: rows 2 and 3 of every batch of 4; its tokens start after those of rows 0 and 1.
+  ring_t ring(ring_t::slots_for_depth(1), train::packed_capacity(d, 4));
+  loader_t loader(ring, d, batches, 0, loader_pad, train::shard{1, 2}, /*padding_free=*/true);
+  train::host_batch hb;
+  for (std::size_t i = 0; i < batches.size(); ++i) {
+    REQUIRE(loader.next(hb));
+    const std::vector<std::size_t> mine(batches[i].begin() + 2, batches[i].end());
+    REQUIRE(hb.padding_free());
+    REQUIRE(hb.rows() == 2);
+    std::size_t before = 0, all = 0, longest = 0;
+    for (std::size_t r = 0; r < 4; ++r) {
+      const std::size_t len = d.ids[batches[i][r]].size();
+      before += r < 2 ? len : 0;
+      all += len;
+      longest = std::max(longest, len);
+    }
+    CHECK(hb.first_row == 2);
+    CHECK(hb.first_token == before);
+    CHECK(hb.global_tokens == all);
+    CHECK(hb.longest == static_cast<index_t>(longest));  // the global batch's longest row, for attention dropout
+    index_t at = 0;
+    CHECK(hb.offsets(0) == 0);
+    for (std::size_t r = 0; r < mine.size(); ++r) {
+      const auto& ids = d.ids[mine[r]];
+      INFO("batch " << i << " row " << r);
+      CHECK(hb.lengths(static_cast<index_t>(r)) == static_cast<std::int32_t>(ids.size()));
+      CHECK(hb.labels(static_cast<index_t>(r)) == d.labels[mine[r]]);
+      for (std::size_t s = 0; s < ids.size(); ++s, ++at) {
+        CHECK(hb.ids(0, at) == ids[s]);
+        CHECK(hb.types(0, at) == d.types[mine[r]][s]);
+        CHECK(hb.positions(0, at) == static_cast<std::int32_t>(s));
+      }
+      CHECK(hb.offsets(static_cast<index_t>(r) + 1) == at);
+    }
+    CHECK(hb.tokens() == at);
+    // One copy moves it all: the device-side views describe the same batch.
+    const auto moved = train::to_device<host>(hb);
+    CHECK(moved.padding_free());
+    CHECK(moved.tokens() == at);
+    CHECK(moved.offsets(2) == at);
+    loader.release(hb);
+  }
+  CHECK_FALSE(loader.next(hb));
+}
