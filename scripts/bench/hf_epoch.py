@@ -49,15 +49,6 @@ def read_tsv(path, text_col, label_col=None):
     return texts, labels
 
 
-def label_order(labels):
-    """loom's label order: numerical when every label is an integer, else sorted."""
-    names = sorted(set(labels))
-    try:
-        return sorted(names, key=int)
-    except ValueError:
-        return names
-
-
 def fast_tokenizer(vocab):
     """The fast (Rust) WordPiece tokenizer of vocab.txt, lower-casing as loom does by default. transformers 5's
     BertTokenizer is the fast one and takes `vocab` (a dict); it ignores a `vocab_file` keyword and would then
@@ -315,6 +306,9 @@ def cmd_hf(a):
     import transformers
     from transformers import (BertConfig, BertForSequenceClassification, DataCollatorWithFlattening,
                               DataCollatorWithPadding, Trainer, TrainingArguments, set_seed)
+    # loom's label order (numerical when every label is an integer), as the accuracy scripts' Trainer runs use it.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "accuracy"))
+    from hf_trainer import label_order
     transformers.logging.set_verbosity_error()
     t_import = time.time() - T_START
     cuda = torch.cuda.is_available()

@@ -25,18 +25,23 @@ inline std::vector<std::vector<std::size_t>> epoch_batches(const dataset& d, std
   std::vector<std::size_t> order(d.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::vector<std::vector<std::size_t>> out;
-  auto cut_in_order = [&] {  // consecutive rows of `order`, `batch` at a time
+  auto cut_in_order = [&] {  // consecutive rows of `order`, `batch` at a time, into `out`
     for (std::size_t i = 0; i < order.size(); i += batch)
       out.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(i),
                        order.begin() + static_cast<std::ptrdiff_t>(std::min(order.size(), i + batch)));
-    return out;
   };
-  if (!shuffle) return cut_in_order();
+  if (!shuffle) {
+    cut_in_order();
+    return out;
+  }
   std::seed_seq seq{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32),
                     static_cast<std::uint32_t>(epoch), static_cast<std::uint32_t>(epoch >> 32)};
   std::mt19937_64 gen(seq);
   std::shuffle(order.begin(), order.end(), gen);
-  if (bucket == 0) return cut_in_order();
+  if (bucket == 0) {
+    cut_in_order();
+    return out;
+  }
   const std::size_t window = batch * bucket;
   for (std::size_t w = 0; w < order.size(); w += window) {
     const auto first = order.begin() + static_cast<std::ptrdiff_t>(w);
