@@ -1,6 +1,7 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
-// Element types: f16 and bf16 storage types usable on the host (bit-compatible with __half/__nv_bfloat16).
+// Element types: f16, bf16 and the two fp8 formats, storage types usable on the host (bit-compatible with __half,
+// __nv_bfloat16, __nv_fp8_e4m3 and __nv_fp8_e5m2).
 #pragma once
 
 #include <bit>
@@ -72,6 +73,53 @@ LOOM_HOST_DEVICE constexpr float f16_bits_to_float(std::uint16_t h) noexcept {
   return std::bit_cast<float>(sign | (e << 23) | ((mant & 0x3ffu) << 13));
 }
 
+// float -> fp8 bits with M mantissa bits and exponent bias B, round to nearest even, saturating to the largest finite
+// code `max_code` (what cuda_fp8.h's __NV_SATFINITE does: Inf and overflow become +-max); NaN becomes `nan_code`.
+template <int M, int B, std::uint8_t max_code, std::uint8_t nan_code>
+LOOM_HOST_DEVICE constexpr std::uint8_t float_to_fp8_bits(float f) noexcept {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  const auto sign = static_cast<std::uint8_t>((u >> 24) & 0x80u);
+  const std::uint32_t abs = u & 0x7fffffffu;
+  if (abs > 0x7f800000u) return static_cast<std::uint8_t>(sign | nan_code);
+  const std::uint32_t exp = abs >> 23;
+  std::uint32_t code;
+  if (static_cast<int>(exp) - 127 < 1 - B) {
+    // Below the smallest normal: the significand in units of the smallest subnormal 2^(1-B-M), rounded to nearest
+    // even (a result of 2^M is the smallest normal's code, which is right).
+    if (exp == 0) return sign;  // float zero or subnormal: far below fp8's range
+    const std::uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
+    const int shift = 151 - B - M - static_cast<int>(exp);  // value / 2^(1-B-M) = mant * 2^-shift
+    if (shift > 25) return sign;
+    const std::uint32_t half = 1u << (shift - 1), rem = mant & ((1u << shift) - 1u);
+    code = mant >> shift;
+    if (rem > half || (rem == half && (code & 1u))) ++code;
+  } else {
+    // Normal: round away the low 23 - M bits (a carry bumps the exponent), then rebias the exponent.
+    constexpr int drop = 23 - M;
+    const std::uint32_t r = (abs + ((1u << (drop - 1)) - 1u) + ((abs >> drop) & 1u)) >> drop;
+    const std::uint32_t rebias = static_cast<std::uint32_t>(127 - B) << M;
+    code = r - rebias;
+  }
+  return static_cast<std::uint8_t>(sign | (code > max_code ? max_code : code));
+}
+
+// fp8 bits -> float. Codes above max_code are NaN (E4M3: only S.1111.111) or, for an IEEE-like format, Inf at
+// max_code + 1 + ... with a zero mantissa (E5M2: S.11111.00).
+template <int M, int B, std::uint8_t max_code, bool has_inf>
+LOOM_HOST_DEVICE constexpr float fp8_bits_to_float(std::uint8_t c) noexcept {
+  const std::uint32_t sign = static_cast<std::uint32_t>(c & 0x80u) << 24;
+  const std::uint32_t mag = c & 0x7fu;
+  if (mag > max_code) {
+    if (has_inf && (mag & ((1u << M) - 1u)) == 0) return std::bit_cast<float>(sign | 0x7f800000u);
+    return std::bit_cast<float>(sign | 0x7fc00000u);
+  }
+  const std::uint32_t exp = mag >> M, mant = mag & ((1u << M) - 1u);
+  if (exp != 0) return std::bit_cast<float>(sign | ((exp + 127u - B) << 23) | (mant << (23 - M)));
+  // Subnormal: mant * 2^(1-B-M), exact in float.
+  const float v = static_cast<float>(mant) * std::bit_cast<float>(static_cast<std::uint32_t>(127 + 1 - B - M) << 23);
+  return sign ? -v : v;
+}
+
 }  // namespace detail
 
 /// IEEE binary16 storage. Arithmetic is done by converting to float (see compute_t).
@@ -100,13 +148,46 @@ struct bf16 {
 #endif
 };
 
+/// fp8 E4M3 (OCP "E4M3FN": bias 7, no infinities, largest finite 448): forward activations and weights in fp8 GEMMs.
+/// Conversion from float rounds to nearest even and saturates to +-448.
+struct fp8_e4m3 {
+  std::uint8_t bits;
+  static constexpr float max = 448.0f;
+  fp8_e4m3() = default;
+  LOOM_HOST_DEVICE constexpr explicit fp8_e4m3(float f) noexcept
+      : bits(detail::float_to_fp8_bits<3, 7, 0x7e, 0x7f>(f)) {}
+  LOOM_HOST_DEVICE constexpr explicit operator float() const noexcept {
+    return detail::fp8_bits_to_float<3, 7, 0x7e, false>(bits);
+  }
+  LOOM_HOST_DEVICE static constexpr fp8_e4m3 from_bits(std::uint8_t b) noexcept { fp8_e4m3 h{}; h.bits = b; return h; }
+};
+
+/// fp8 E5M2 (IEEE-like: bias 15, infinities, largest finite 57344): gradients, which need range more than precision.
+/// Conversion from float rounds to nearest even and saturates to +-57344.
+struct fp8_e5m2 {
+  std::uint8_t bits;
+  static constexpr float max = 57344.0f;
+  fp8_e5m2() = default;
+  LOOM_HOST_DEVICE constexpr explicit fp8_e5m2(float f) noexcept
+      : bits(detail::float_to_fp8_bits<2, 15, 0x7b, 0x7e>(f)) {}
+  LOOM_HOST_DEVICE constexpr explicit operator float() const noexcept {
+    return detail::fp8_bits_to_float<2, 15, 0x7b, true>(bits);
+  }
+  LOOM_HOST_DEVICE static constexpr fp8_e5m2 from_bits(std::uint8_t b) noexcept { fp8_e5m2 h{}; h.bits = b; return h; }
+};
+
+/// The two fp8 formats.
+template <class T>
+concept fp8 = std::is_same_v<T, fp8_e4m3> || std::is_same_v<T, fp8_e5m2>;
+
 static_assert(sizeof(f16) == 2 && std::is_trivially_copyable_v<f16>);
+static_assert(sizeof(fp8_e4m3) == 1 && sizeof(fp8_e5m2) == 1 && std::is_trivially_copyable_v<fp8_e4m3>);
 static_assert(sizeof(bf16) == 2 && std::is_trivially_copyable_v<bf16>);
 
 /// The element types a tensor may hold.
 template <class T>
 concept element = std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, f16> ||
-                  std::is_same_v<T, bf16> || std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t> ||
+                  std::is_same_v<T, bf16> || fp8<T> || std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t> ||
                   std::is_same_v<T, std::uint8_t> || std::is_same_v<T, bool>;
 
 template <class T>
@@ -145,7 +226,7 @@ LOOM_HOST_DEVICE LOOM_FORCEINLINE constexpr To convert(From x) noexcept {
 }
 
 /// Runtime tag of an element type (for files, messages and type-erased dispatch).
-enum class dtype : std::uint8_t { f64, f32, f16, bf16, i64, i32, u8, boolean };
+enum class dtype : std::uint8_t { f64, f32, f16, bf16, i64, i32, u8, boolean, f8_e4m3, f8_e5m2 };
 
 template <class T> constexpr dtype dtype_of() noexcept {
   if constexpr (std::is_same_v<T, double>) return dtype::f64;
@@ -155,6 +236,8 @@ template <class T> constexpr dtype dtype_of() noexcept {
   else if constexpr (std::is_same_v<T, std::int64_t>) return dtype::i64;
   else if constexpr (std::is_same_v<T, std::int32_t>) return dtype::i32;
   else if constexpr (std::is_same_v<T, std::uint8_t>) return dtype::u8;
+  else if constexpr (std::is_same_v<T, fp8_e4m3>) return dtype::f8_e4m3;
+  else if constexpr (std::is_same_v<T, fp8_e5m2>) return dtype::f8_e5m2;
   else {
     static_assert(std::is_same_v<T, bool>, "not a loom element type");
     return dtype::boolean;
@@ -171,6 +254,8 @@ constexpr std::string_view name(dtype t) noexcept {
     case dtype::i32: return "i32";
     case dtype::u8: return "u8";
     case dtype::boolean: return "bool";
+    case dtype::f8_e4m3: return "f8_e4m3";
+    case dtype::f8_e5m2: return "f8_e5m2";
   }
   return "?";
 }
@@ -180,7 +265,7 @@ constexpr std::size_t size_of(dtype t) noexcept {
     case dtype::f64: case dtype::i64: return 8;
     case dtype::f32: case dtype::i32: return 4;
     case dtype::f16: case dtype::bf16: return 2;
-    case dtype::u8: case dtype::boolean: return 1;
+    case dtype::u8: case dtype::boolean: case dtype::f8_e4m3: case dtype::f8_e5m2: return 1;
   }
   return 0;
 }

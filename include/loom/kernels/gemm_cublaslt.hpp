@@ -44,8 +44,16 @@ std::atomic<gelu_pass_fn>& gelu_pass_slot() {
 template <class T> constexpr cudaDataType_t cuda_data_type() {
   if constexpr (std::is_same_v<T, float>) return CUDA_R_32F;
   else if constexpr (std::is_same_v<T, bf16>) return CUDA_R_16BF;
+  else if constexpr (std::is_same_v<T, fp8_e4m3>) return CUDA_R_8F_E4M3;
+  else if constexpr (std::is_same_v<T, fp8_e5m2>) return CUDA_R_8F_E5M2;
   else return CUDA_R_16F;
 }
+
+// Per-tensor scales of fp8 operands (device pointers, multiplying cuBLASLt's X and Y); null for other types.
+struct lt_scales {
+  const float* x = nullptr;
+  const float* y = nullptr;
+};
 
 // Everything the algorithm choice depends on. All int64 so the key has no padding and hashes as raw bytes.
 struct lt_key {
@@ -161,11 +169,13 @@ inline cublasLtEpilogue_t lt_epilogue(gemm_epilogue e) {
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
-template <class T>
+// In: the type of X and Y; Out: D's (and the bias's). fp8 inputs take the FAST_ACCUM mode Transformer Engine uses
+// for forward GEMMs (the partial sums are not promoted to a wider accumulator every few k).
+template <class In, class Out>
 std::unique_ptr<lt_plan> make_lt_plan(cublasLtHandle_t handle, const lt_key& key, const gemm_plan& p,
                                       const void* bias) {
   auto plan = std::make_unique<lt_plan>();
-  const cudaDataType_t type = cuda_data_type<T>();
+  constexpr bool fp8_inputs = fp8<In>;
   // fp32 accumulation for every type; for fp32 inputs TF32 tensor cores only when allowed.
   const cublasComputeType_t compute = key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   LOOM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, compute, CUDA_R_32F));
@@ -174,13 +184,22 @@ std::unique_ptr<lt_plan> make_lt_plan(cublasLtHandle_t handle, const lt_key& key
   LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &ty, sizeof(ty)));
   const cublasLtEpilogue_t epi = lt_epilogue(static_cast<gemm_epilogue>(key.epilogue));
   LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+  if constexpr (fp8_inputs) {
+    const std::int8_t fast = 1;
+    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
+    if (bias) {
+      const cudaDataType_t bias_type = cuda_data_type<Out>();
+      LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                       sizeof(bias_type)));
+    }
+  }
   if (bias) {
     // The heuristic reads the bias pointer's alignment, so set it before asking (it is reset on every call).
     LOOM_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
 
-  const auto layout = [&](cublasLtMatrixLayout_t& l, const blas_operand& o) {
+  const auto layout = [&](cublasLtMatrixLayout_t& l, const blas_operand& o, cudaDataType_t type) {
     LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, static_cast<std::uint64_t>(o.rows),
                                                  static_cast<std::uint64_t>(o.cols), o.ld));
     if (p.batch > 1) {
@@ -192,9 +211,9 @@ std::unique_ptr<lt_plan> make_lt_plan(cublasLtHandle_t handle, const lt_key& key
           cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
     }
   };
-  layout(plan->x, p.x);
-  layout(plan->y, p.y);
-  layout(plan->d, p.d);
+  layout(plan->x, p.x, cuda_data_type<In>());
+  layout(plan->y, p.y, cuda_data_type<In>());
+  layout(plan->d, p.d, cuda_data_type<Out>());
 
   cublasLtMatmulPreference_t pref = nullptr;
   LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -232,8 +251,11 @@ std::unique_ptr<lt_plan> make_lt_plan(cublasLtHandle_t handle, const lt_key& key
 /// Runs a planned GEMM on loom::current_stream(): one cublasLtMatmul (strided-batched when batch > 1), plus the
 /// erf-GELU pass for gemm_epilogue::bias_gelu. Returns false, having run nothing, only for gemm_epilogue::bias_grad
 /// when cuBLASLt has no BGRADB algorithm for the problem (odd sizes or alignments): the caller splits it then.
-template <class T>
-bool cublaslt_matmul(const gemm_plan& p, const gemm_options& o, const T* bias, int tensor_device) {
+/// In: X's and Y's element type, Out: D's (In = Out but for fp8 inputs, whose `scales` are then required).
+template <class In, class Out = In>
+bool cublaslt_matmul(const gemm_plan& p, const gemm_options& o, const Out* bias, int tensor_device,
+                     lt_scales scales = {}) {
+  using T = Out;
   if (p.m == 0 || p.n == 0 || p.batch == 0) return o.epilogue != gemm_epilogue::bias_grad;
   LOOM_CHECK(p.k > 0, "matmul: k = 0 is not supported on CUDA (c would only be scaled by beta)");
   int device = 0;
@@ -249,21 +271,28 @@ bool cublaslt_matmul(const gemm_plan& p, const gemm_options& o, const T* bias, i
                "nvcc-compiled files calls loom::matmul on CUDA tensors of that type (or use bias_gelu_tanh, fused "
                "in cuBLASLt)");
   }
-  constexpr index_t es = sizeof(T);
-  const lt_key key{static_cast<std::int64_t>(dtype_of<T>()),
+  constexpr index_t es = sizeof(Out), ei = sizeof(In);
+  const lt_key key{static_cast<std::int64_t>(dtype_of<Out>()) | static_cast<std::int64_t>(dtype_of<In>()) << 8,
                    std::is_same_v<T, float> && o.allow_tf32,
                    static_cast<std::int64_t>(o.epilogue),
                    p.x.trans, p.y.trans, p.m, p.n, p.k, p.x.ld, p.y.ld, p.d.ld, p.batch,
                    p.x.batch_stride, p.y.batch_stride, p.d.batch_stride,
-                   byte_alignment(p.x.data, p.x.ld * es, p.x.batch_stride * es),
-                   byte_alignment(p.y.data, p.y.ld * es, p.y.batch_stride * es),
+                   byte_alignment(p.x.data, p.x.ld * ei, p.x.batch_stride * ei),
+                   byte_alignment(p.y.data, p.y.ld * ei, p.y.batch_stride * ei),
                    byte_alignment(p.d.data, p.d.ld * es, p.d.batch_stride * es),
                    bias ? byte_alignment(bias, 0, 0) : 0};
   lt_context& ctx = lt_context_for(device);
   auto& slot = ctx.plans()[key];
-  if (!slot) slot = make_lt_plan<T>(ctx.handle(), key, p, bias);
+  if (!slot) slot = make_lt_plan<In, Out>(ctx.handle(), key, p, bias);
   const lt_plan& plan = *slot;
   if (!plan.supported) return false;
+  if constexpr (fp8<In>) {
+    LOOM_CHECK(scales.x && scales.y, "matmul: fp8 operands need their scales");
+    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scales.x,
+                                                     sizeof(scales.x)));
+    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scales.y,
+                                                     sizeof(scales.y)));
+  }
   if (bias)
     LOOM_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));

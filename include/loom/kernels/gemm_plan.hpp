@@ -92,8 +92,8 @@ inline std::string describe(const char* name, const shape& s, const shape& st, b
 
 /// Checks shapes and layouts and maps the row-major problem onto one BLAS call per batch entry (or one strided
 /// batched call). Throws loom::invalid_argument naming every shape involved.
-template <class T, class Device>
-gemm_plan make_gemm_plan(const tensor<T, Device>& a, const tensor<T, Device>& b, const tensor<T, Device>& c,
+template <class TA, class TB, class TC, class Device>
+gemm_plan make_gemm_plan(const tensor<TA, Device>& a, const tensor<TB, Device>& b, const tensor<TC, Device>& c,
                          const gemm_options& o, bool has_bias) {
   const shape &ea = a.extents(), &eb = b.extents(), &ec = c.extents();
   const auto shapes = [&] {

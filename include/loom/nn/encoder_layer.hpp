@@ -98,12 +98,14 @@ class encoder_layer {
     if (on[output]) ffn_.output().add_adapters(store, o, {true}, u);
   }
   void init_adapters(const param_store<T, Device>& store, std::uint64_t seed) {
-    for (auto* l : {&attention_.qkv(), &attention_.output(), &ffn_.intermediate(), &ffn_.output()})
-      l->init_adapters(store, seed);
+    for (auto* l : projections()) l->init_adapters(store, seed);
   }
   void merge_adapters() {
-    for (auto* l : {&attention_.qkv(), &attention_.output(), &ffn_.intermediate(), &ffn_.output()})
-      l->merge_adapters();
+    for (auto* l : projections()) l->merge_adapters();
+  }
+  /// The four projections: query/key/value (packed), attention output, intermediate, output.
+  std::array<typename ffn_type::projection*, 4> projections() {
+    return {&attention_.qkv(), &attention_.output(), &ffn_.intermediate(), &ffn_.output()};
   }
 
   /// a.input -> a.out().

@@ -4,12 +4,14 @@
 // tensor-parallel group (column or row split, the collective a call to the Parallel policy).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "../autograd/derivative.hpp"
 #include "../kernels/gemm.hpp"
+#include "fp8_linear.hpp"
 #include "../parallel/policy.hpp"
 #include "../precision/policy.hpp"
 #include "../tensor/assign.hpp"
@@ -121,8 +123,19 @@ class linear {
     return w_.slice(0, i * rows, (i + 1) * rows);
   }
 
+  /// fp8 inference: forward runs through `f` from now on (null: in the model's precision again).
+  void use_fp8(std::shared_ptr<fp8_linear<T, Device>> f) {
+    LOOM_CHECK(!f || !split_across(), name() + ": fp8 layers are not tensor-parallel");
+    fp8_ = std::move(f);
+  }
+  fp8_linear<T, Device>* fp8() const { return fp8_.get(); }
+
   /// y = epilogue(x W^T + b). x: [N, local_in()], y: [N, local_out()] (a column slice of a wider buffer is fine).
   void forward(const tensor_t& x, const tensor_t& y, gemm_epilogue epilogue = gemm_epilogue::bias) const {
+    if (fp8_) {
+      fp8_->forward(x, w_, b_, y, epilogue);
+      return;
+    }
     if (spec_.split != parallel::split::row || !split_across()) {
       matmul(x, w_, y, {.transpose_b = true, .epilogue = epilogue}, b_);
       return;
@@ -179,6 +192,7 @@ class linear {
   Parallel* group_ = nullptr;
   spec spec_;
   tensor_t w_, b_, dw_, db_;
+  std::shared_ptr<fp8_linear<T, Device>> fp8_;
 };
 
 }  // namespace loom::nn

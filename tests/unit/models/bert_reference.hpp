@@ -26,8 +26,9 @@ const std::filesystem::path fixtures =
     "tests/fixtures/bert";
 
 /// Rows [first, first + count) of row-major [rows, seq] token data, cut to `cut` tokens, as a batch on the test
-/// device (labels 0 when there are none).
-inline bert::batch<device> rows_batch(const std::vector<std::int32_t>& ids, const std::vector<std::int32_t>& types,
+/// device (or D; labels 0 when there are none).
+template <class D = device>
+bert::batch<D> rows_batch(const std::vector<std::int32_t>& ids, const std::vector<std::int32_t>& types,
                                       const std::vector<std::int32_t>& lengths,
                                       const std::vector<std::int32_t>& labels, index_t seq, index_t first,
                                       index_t count, index_t cut) {
@@ -40,7 +41,7 @@ inline bert::batch<device> rows_batch(const std::vector<std::int32_t>& ids, cons
     l(r) = lengths[first + r];
     y(r) = labels.empty() ? 0 : labels[first + r];
   }
-  return {to<device>(i), to<device>(t), to<device>(l), to<device>(y)};
+  return {to<D>(i), to<D>(t), to<D>(l), to<D>(y)};
 }
 
 struct reference {

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -14,6 +16,7 @@
 #include "../../kernels/cross_entropy.hpp"
 #include "../../kernels/row_gather.hpp"
 #include "../../nn/pooler.hpp"
+#include "../../precision/fp8_recipe.hpp"
 #include "../../nn/row_buffers.hpp"
 #include "../../nn/sequence_classifier.hpp"
 #include "../../parallel/zero.hpp"
@@ -131,6 +134,65 @@ class model {
   /// parameter not frozen (all of them, unless LoRA is applied or params().set_trainable(name, false) was used).
   std::vector<std::pair<index_t, index_t>> trainable_ranges() const { return params_.trainable_ranges(); }
 
+  // ---- fp8 inference ------------------------------------------------------------------------------------------
+  /// fp8 inference (nn/fp8_linear.hpp): every encoder layer's four projections compute in fp8 E4M3 with per-tensor
+  /// scales; their weights are quantized now (call after loading them, and again after changing them). The inputs'
+  /// scales come from calibrate_fp8, which must run before the next forward. Embeddings, LayerNorm, attention,
+  /// pooler and classifier stay in the model's precision. CUDA: a 16-bit model on a GPU with fp8 tensor cores
+  /// (compute capability 8.9 or newer); the host emulates the same arithmetic in fp32.
+  void enable_fp8(const precision::fp8_recipe& recipe) {
+    recipe.check();
+    LOOM_CHECK(!parallel::has_tensor_group(group_), "enable_fp8: fp8 layers are not tensor-parallel");
+    if constexpr (!std::is_same_v<Device, host>) {
+      LOOM_CHECK(sizeof(T) == 2, "enable_fp8: on CUDA the model must hold bf16 or fp16 parameters (fp8 GEMMs "
+                                 "write 16-bit outputs)");
+#if LOOM_HAS_CUDA_RUNTIME
+      int device = 0, major = 0, minor = 0;
+      LOOM_CUDA_CHECK(cudaGetDevice(&device));
+      LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+      LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+      LOOM_CHECK(major * 10 + minor >= 89, "enable_fp8: GPU " + std::to_string(device) + " (compute capability " +
+                                               std::to_string(major) + "." + std::to_string(minor) +
+                                               ") has no fp8 tensor cores (8.9, Ada, or newer is needed)");
+#endif
+    }
+    if (bound_version_ != params_.version()) rebind();
+    auto inputs = std::make_shared<nn::fp8_input_buffer<Device>>();
+    for (int l = 0; l < encoder_.layer_count(); ++l)
+      for (auto* p : encoder_.layer(l).projections())
+        p->base().use_fp8(std::make_shared<nn::fp8_linear<T, Device>>(p->base().weight(), recipe, inputs));
+    fp8_ = true;
+    fp8_calibrated_ = false;
+  }
+  /// Back to the model's precision everywhere.
+  void disable_fp8() {
+    for (int l = 0; l < encoder_.layer_count(); ++l)
+      for (auto* p : encoder_.layer(l).projections()) p->base().use_fp8(nullptr);
+    fp8_ = fp8_calibrated_ = false;
+  }
+  bool fp8() const { return fp8_; }
+  /// Calibration: runs each batch in the model's precision while the fp8 layers record the amax of their inputs;
+  /// after each batch every input scale updates from its amax history (delayed scaling: the recipe's history and
+  /// rule, so with amax_rule::max and a history at least as long as `batches`, the largest |x| of all of them).
+  /// Afterwards forward computes in fp8 with these scales, unchanged by later batches (a row's output does not
+  /// depend on what ran before it).
+  template <class Batches>
+  void calibrate_fp8(const Batches& batches) {
+    LOOM_CHECK(fp8_, "calibrate_fp8: call enable_fp8 first");
+    LOOM_CHECK(!std::empty(batches), "calibrate_fp8: no calibration batches");
+    const auto each = [&](auto f) {
+      for (int l = 0; l < encoder_.layer_count(); ++l)
+        for (auto* p : encoder_.layer(l).projections()) f(*p->base().fp8());
+    };
+    each([](auto& f) { f.set_observing(true); });
+    fp8_calibrated_ = true;  // forward checks it
+    for (const auto& b : batches) {
+      forward(b);
+      each([](auto& f) { f.update_scale(); });
+    }
+    each([](auto& f) { f.set_observing(false); });
+  }
+
   // ---- outputs of the last forward ---------------------------------------------------------------------------
   /// Exact erf GELU in 16-bit inference too (default: cuBLASLt's fused tanh form there, see nn::feed_forward).
   void set_exact_gelu(bool on) { encoder_.set_exact_gelu(on); }
@@ -156,6 +218,9 @@ class model {
   void forward(const batch<Device>& b, mode m = mode::inference, std::uint64_t seed = 0, std::uint64_t step = 0,
                std::int64_t first_row = 0, std::int64_t first_token = 0) {
     check_batch(b, cfg_);
+    LOOM_CHECK(!fp8_ || m == mode::inference, "forward: fp8 is an inference precision in loom; train in bf16 (fp8 "
+                                              "training does not pay at BERT's sizes, docs/performance.md)");
+    LOOM_CHECK(!fp8_ || fp8_calibrated_, "forward: fp8 layers need calibrate_fp8 first (their input scales)");
     LOOM_CHECK(first_row >= 0 && first_token >= 0, "forward: first_row and first_token must be >= 0, got " +
                                                        std::to_string(first_row) + " and " +
                                                        std::to_string(first_token));
@@ -301,6 +366,7 @@ class model {
   std::size_t base_param_count_ = 0;
   std::vector<bool> saved_trainable_;
 
+  bool fp8_ = false, fp8_calibrated_ = false;
   nn::pass pass_;
   index_t rows_ = 0, seq_ = 0, tokens_ = 0;
   bool trained_ = false, padding_free_ = false;

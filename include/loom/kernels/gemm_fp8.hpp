@@ -1,0 +1,57 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// matmul_fp8: a linear layer's product in fp8, y = epilogue((x / sx) (w / sw)^T + b) with per-tensor scales, through
+// cuBLASLt's fp8 kernels on CUDA (Hopper's fp8 tensor cores) and through dequantized fp32 on the host.
+#pragma once
+
+#include <string>
+
+#include "fp8_scaling.hpp"
+#include "gemm.hpp"
+
+namespace loom {
+
+/// y = epilogue(dequant(x) dequant(w)^T + bias), where dequant(q) = q * descale of its fp8_scale (the inverse of
+/// the scale it was quantized with). x: [N, K], w: [O, K] (a linear layer's weight), both contiguous fp8; y: [N, O]
+/// with unit stride along O; bias: [O]. Epilogues: bias, bias_gelu, bias_gelu_tanh. On CUDA, K and O must be
+/// multiples of 16 (cuBLASLt's fp8 alignment); the product accumulates in fp32 (Hopper's fast fp8 accumulation).
+/// \tparam Q fp8_e4m3 or fp8_e5m2 (both operands) \tparam Out bf16, f16 or float
+template <fp8 Q, floating Out, device_tag D>
+void matmul_fp8(const tensor<Q, D>& x, const fp8_scale<D>& x_scale, const tensor<Q, D>& w, const fp8_scale<D>& w_scale,
+                const tensor<Out, D>& y, gemm_epilogue epilogue, const tensor<Out, D>& bias) {
+  const auto shapes = [&] { return "x " + x.extents().str() + ", w " + w.extents().str() + ", y " + y.extents().str(); };
+  LOOM_CHECK(x.rank() == 2 && w.rank() == 2 && y.rank() == 2 && x.extent(1) == w.extent(1) &&
+                 y.extent(0) == x.extent(0) && y.extent(1) == w.extent(0) && x.is_contiguous() && w.is_contiguous(),
+             "matmul_fp8: needs contiguous x [N, K] and w [O, K] and y [N, O]; got " + shapes());
+  LOOM_CHECK(epilogue == gemm_epilogue::bias || epilogue == gemm_epilogue::bias_gelu ||
+                 epilogue == gemm_epilogue::bias_gelu_tanh,
+             "matmul_fp8: the epilogue must add a bias (bias, bias_gelu or bias_gelu_tanh)");
+  LOOM_CHECK(bias.rank() == 1 && bias.extent(0) == w.extent(0) && bias.is_contiguous(),
+             "matmul_fp8: bias must be a contiguous [" + std::to_string(w.extent(0)) + "], got " + bias.extents().str());
+  const gemm_options opts{.transpose_b = true, .epilogue = epilogue};
+  if constexpr (std::is_same_v<D, host>) {
+    const auto dequant = [](const tensor<Q, host>& q, float descale) {
+      tensor<float, host> f(q.extents());
+      for (index_t i = 0; i < q.numel(); ++i) f.data()[i] = static_cast<float>(q.data()[i]) * descale;
+      return f;
+    };
+    tensor<float, host> yf(y.extents()), bf({bias.extent(0)});
+    for (index_t i = 0; i < bf.numel(); ++i) bf.data()[i] = static_cast<float>(bias.data()[i]);
+    matmul(dequant(x, *x_scale.descale()), dequant(w, *w_scale.descale()), yf, opts, bf);
+    assign(y, cast<Out>(yf));
+  } else {
+#if LOOM_HAS_CUDA_RUNTIME
+    LOOM_CHECK(x.extent(1) % 16 == 0 && w.extent(0) % 16 == 0,
+               "matmul_fp8: K and O must be multiples of 16 on CUDA (cuBLASLt's fp8 kernels); got " + shapes());
+    const detail::gemm_plan p = detail::make_gemm_plan(x, w, y, opts, true);
+    // A row-major product runs as D = y^T = w x^T: cuBLASLt's X is w (transposed), its Y is x, the "TN" layout
+    // its fp8 kernels require.
+    LOOM_CHECK(p.x.data == w.data() && p.x.trans && !p.y.trans, "matmul_fp8: y must be row-major, got " + shapes());
+    detail::cublaslt_matmul<Q, Out>(p, opts, bias.data(), y.device_index(), {w_scale.descale(), x_scale.descale()});
+#else
+    static_assert(detail::dependent_false<Q>, "matmul_fp8 on CUDA needs the CUDA runtime (link loom::cuda)");
+#endif
+  }
+}
+
+}  // namespace loom

@@ -1,0 +1,77 @@
+// SPDX-FileCopyrightText: 2026 The loom authors
+// SPDX-License-Identifier: Apache-2.0
+// nn::fp8_linear: a linear layer's fp8 inference form (Transformer Engine's recipe): its weight quantized to E4M3
+// once with a per-tensor scale, its input quantized on every call with a delayed scale calibrated beforehand, and
+// the product through matmul_fp8. Parameters, activations and everything outside the GEMMs stay in the model's
+// precision.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "../kernels/gemm_fp8.hpp"
+#include "../precision/fp8_recipe.hpp"
+
+namespace loom::nn {
+
+/// The quantized inputs of a model's fp8 layers: one buffer, grown to the largest [rows, in] seen (the layers run
+/// one after another on one stream, so they can share it; steady state allocates nothing, which CUDA graphs need).
+template <class Device>
+class fp8_input_buffer {
+ public:
+  tensor<fp8_e4m3, Device> get(index_t rows, index_t cols) {
+    if (buf_.numel() < rows * cols) buf_ = tensor<fp8_e4m3, Device>({rows * cols});
+    return buf_.slice(0, 0, rows * cols).reshape({rows, cols});
+  }
+
+ private:
+  tensor<fp8_e4m3, Device> buf_;
+};
+
+template <class T, class Device>
+class fp8_linear {
+ public:
+  using tensor_t = tensor<T, Device>;
+
+  /// Quantizes `weight` ([out, in]) with the scale of its own amax. The input's scale starts at 1 and is meant to
+  /// be calibrated (observe, then update) before the layer computes in fp8.
+  fp8_linear(const tensor_t& weight, const precision::fp8_recipe& recipe,
+             std::shared_ptr<fp8_input_buffer<Device>> inputs)
+      : recipe_(recipe), w_scale_(1), x_scale_(recipe.amax_history), w8_(weight.extents()), inputs_(std::move(inputs)) {
+    recipe_.check();
+    quantize_fp8(weight, tensor<fp8_e4m3, Device>{}, w_scale_, true);
+    update_fp8_scale<fp8_e4m3>(w_scale_, precision::fp8_recipe{.amax_history = 1, .margin = recipe_.margin});
+    quantize_fp8(weight, w8_, w_scale_, false);
+  }
+
+  /// While observing, forward computes in the model's precision and records max |x| of its input.
+  void set_observing(bool on) { observing_ = on; }
+  bool observing() const { return observing_; }
+  /// Ends an observation window (a calibration batch): the input's scale follows its amax history.
+  void update_scale() const { update_fp8_scale<fp8_e4m3>(x_scale_, recipe_); }
+  const fp8_scale<Device>& input_scale() const { return x_scale_; }
+  const fp8_scale<Device>& weight_scale() const { return w_scale_; }
+
+  /// y = epilogue(x W^T + b), x: [N, in] with contiguous rows, y: [N, out]. `weight` and `bias` are the layer's
+  /// own (used while observing, and the bias always).
+  void forward(const tensor_t& x, const tensor_t& weight, const tensor_t& bias, const tensor_t& y,
+               gemm_epilogue epilogue) const {
+    if (observing_) {
+      quantize_fp8(x, tensor<fp8_e4m3, Device>{}, x_scale_, true);
+      matmul(x, weight, y, {.transpose_b = true, .epilogue = epilogue}, bias);
+      return;
+    }
+    const tensor<fp8_e4m3, Device> x8 = inputs_->get(x.extent(0), x.extent(1));
+    quantize_fp8(x, x8, x_scale_, false);
+    matmul_fp8(x8, x_scale_, w8_, w_scale_, y, epilogue, bias);
+  }
+
+ private:
+  precision::fp8_recipe recipe_;
+  fp8_scale<Device> w_scale_, x_scale_;
+  tensor<fp8_e4m3, Device> w8_;
+  std::shared_ptr<fp8_input_buffer<Device>> inputs_;
+  bool observing_ = false;
+};
+
+}  // namespace loom::nn
