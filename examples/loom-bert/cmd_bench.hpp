@@ -56,6 +56,7 @@ inline void run_texts_bench(const bench_options& o, const model_source& src, con
   const auto enc = encode_rows(tok, rows, o.max_seq_len, true);
   auto r = make_runner(src, o.device, o.precision);
   const auto pad = static_cast<std::int32_t>(src.config.pad_token_id.value_or(0));
+  if (o.precision == "fp8") calibrate_fp8(*r, enc, 512, static_cast<std::size_t>(o.batches.front()), pad);
   std::int64_t tokens = 0;
   for (const auto& e : enc) tokens += static_cast<std::int64_t>(e.size());
   std::vector<bool> layouts;
@@ -164,6 +165,7 @@ inline void run_bench(const bench_options& o) {
       }
       b.lengths.assign(static_cast<std::size_t>(B), static_cast<std::int32_t>(S));
       const bool graph = o.device == "cuda" && !o.no_graph;
+      if (o.precision == "fp8") r->calibrate_fp8({b}, {});  // this shape's own amax: the timed batch
       const double ms = r->bench(b, o.iters, graph);
       if (!r->lead()) continue;
       const double tflops = loom::bert::forward_flops(r->cfg(), S) * B / (ms * 1e-3) / 1e12;
@@ -191,8 +193,10 @@ inline void register_bench(CLI::App& app) {
   sub->add_option("--iters", o->iters, "forward passes per timed round")->capture_default_str()
       ->check(CLI::Range(1, 100000));
   sub->add_option("--device", o->device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
-  sub->add_option("--precision", o->precision, "fp32, bf16 or fp16")->capture_default_str()
-      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  sub->add_option("--precision", o->precision,
+                  "fp32, bf16 or fp16; or fp8 (inference on CUDA: the encoder's GEMMs in E4M3, calibrated on the "
+                  "timed batch, or on the first 512 rows of --texts)")
+      ->capture_default_str()->check(CLI::IsMember({"fp32", "bf16", "fp16", "fp8"}));
   sub->add_flag("--no-graph", o->no_graph, "launch kernels one by one instead of replaying a CUDA graph");
   sub->add_flag("--train", o->train, "time training steps (forward, backward, AdamW) instead of inference");
   sub->add_flag("--recompute", o->recompute, "with --train: recompute activations in backward");
@@ -233,6 +237,8 @@ inline void register_bench(CLI::App& app) {
       ->capture_default_str()->check(CLI::IsMember({"on", "off", "both"}));
   sub->callback([o] {
     LOOM_CHECK(o->texts.empty() || !o->train, "--texts times inference; --train times full-length training steps");
+    LOOM_CHECK(!o->train || o->precision != "fp8", "--train: fp8 is an inference precision in loom (fp8 training "
+                                                   "does not pay at BERT's sizes: docs/performance.md)");
     const auto layout = loom::train::parallel_layout_of(o->parallel);
     LOOM_CHECK(o->parallel == "none" || o->train || (layout.tensor > 0 && layout.stage == 0 &&
                                                      o->parallel.find('x') == std::string::npos),

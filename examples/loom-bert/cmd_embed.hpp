@@ -64,6 +64,7 @@ inline void run_embed(const embed_options& o) {
     rows = read_text_rows(o.input, o.format, o.text_column, o.text_b_column);
     r = make_runner(o.source(/*classifier=*/false), o.device, o.precision);
     enc = encode_rows(*tok, rows, o.seq_limit(r->cfg()), !o.no_truncate);
+    calibrate_if_fp8(o, *r, *tok, enc);
   });
   split.check_same_input(o, enc);
   const auto H = static_cast<std::size_t>(r->cfg().hidden_size);

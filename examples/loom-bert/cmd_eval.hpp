@@ -43,6 +43,7 @@ inline void run_eval(const eval_options& o) {
       enc[i].input_ids = data.ids[i];
       enc[i].token_type_ids = data.types[i];
     }
+    calibrate_if_fp8(o, *r, *tok, enc);
   });
   split.check_same_input(o, enc, data.labels);
   const auto C = static_cast<std::size_t>(src.config.num_labels());

@@ -51,6 +51,7 @@ inline void run_predict(const model_options& o) {
     rows = read_text_rows(o.input, o.format, o.text_column, o.text_b_column);
     r = o.classifier(o.source(/*classifier=*/true));
     enc = encode_rows(*tok, rows, o.seq_limit(r->cfg()), !o.no_truncate);
+    calibrate_if_fp8(o, *r, *tok, enc);
   });
   split.check_same_input(o, enc);
   const auto& cfg = r->cfg();

@@ -42,6 +42,8 @@ struct model_options {
   std::size_t batch = 32, max_seq_len = 0;
   bool no_truncate = false;
   std::string device = "cpu", precision = "fp32";
+  std::string calibration;            ///< --precision fp8: the table whose first rows calibrate (default: the input)
+  std::size_t calibration_rows = 512;
   /// "dp": the batches dealt out to the ranks of mpirun; "tpN": to groups of N ranks, each batch split over its
   /// group (tensor parallel); rank 0 writes the output
   std::string parallel = "none";
@@ -60,8 +62,16 @@ struct model_options {
     sub->add_option("--max-seq-len", max_seq_len, "tokens per row at most (default: max_position_embeddings)");
     sub->add_flag("--no-truncate", no_truncate, "refuse rows longer than --max-seq-len instead of cutting them");
     sub->add_option("--device", device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
-    sub->add_option("--precision", precision, "fp32, bf16 or fp16")->capture_default_str()
-        ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+    sub->add_option("--precision", precision,
+                    "fp32, bf16 or fp16; or fp8 (CUDA, Ada/Hopper): the encoder's GEMMs in E4M3 with scales calibrated "
+                    "on --calibration-rows rows")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"fp32", "bf16", "fp16", "fp8"}));
+    sub->add_option("--calibration", calibration,
+                    "with --precision fp8: a table (the input's format and columns) whose first rows calibrate the "
+                    "fp8 scales (default: the input's first rows)");
+    sub->add_option("--calibration-rows", calibration_rows, "with --precision fp8: rows the calibration runs")
+        ->capture_default_str()->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
     sub->add_option("--parallel", parallel,
                     "none, or dp: split the rows over the ranks of mpirun (one per GPU with --device cuda); "
                     "rank 0 writes the output, byte-identical to one process's; or tpN: the model split over groups "
@@ -99,6 +109,8 @@ struct model_options {
             {"--no-truncate", no_truncate ? "true" : "false"},
             {"--device", device},
             {"--precision", precision},
+            {"--calibration", calibration.empty() ? "" : absolute(calibration)},
+            {"--calibration-rows", std::to_string(calibration_rows)},
             {"--parallel", parallel}};
   }
 
@@ -136,6 +148,19 @@ struct model_options {
     return r;
   }
 };
+
+/// --precision fp8: calibrates `r` on the first --calibration-rows rows of --calibration, or of the input's
+/// encodings `enc` (already read, so standard input works too). Other precisions: nothing.
+inline void calibrate_if_fp8(const model_options& o, runner& r, const loom::io::wordpiece_tokenizer& tok,
+                             const std::vector<loom::io::encoding>& enc) {
+  LOOM_CHECK(o.precision == "fp8" || o.calibration.empty(), "--calibration is for --precision fp8");
+  if (o.precision != "fp8") return;
+  std::vector<loom::io::encoding> own;
+  if (!o.calibration.empty())
+    own = encode_rows(tok, read_text_rows(o.calibration, o.format, o.text_column, o.text_b_column),
+                      o.seq_limit(r.cfg()), true);
+  calibrate_fp8(r, o.calibration.empty() ? enc : own, o.calibration_rows, o.batch, tok.pad_id());
+}
 
 /// Writes `text` to the --output target ("-" is standard output); errors name the file.
 inline void write_output(const std::string& path, const std::string& text) {

@@ -12,6 +12,7 @@
 
 #include <loom/io/bert_config.hpp>
 #include <loom/parallel/policy.hpp>
+#include <loom/precision/fp8_recipe.hpp>
 #include <loom/serve/model_runner.hpp>
 
 namespace loom_bert {
@@ -43,6 +44,9 @@ class runner {
   /// Times passes over every batch of `set` (each a forward, no graph: the shapes differ) after a warm-up pass.
   /// Returns milliseconds per pass over the whole set (median of 5 rounds of `rounds` passes).
   virtual double bench_set(const std::vector<token_batch>& set, int rounds) = 0;
+  /// --precision fp8: quantizes the encoder's projections to E4M3 and calibrates their input scales on `batches`
+  /// (bert::model::enable_fp8, calibrate_fp8); every later pass computes them in fp8.
+  virtual void calibrate_fp8(const std::vector<token_batch>& batches, const loom::precision::fp8_recipe& r) = 0;
   /// Whether this process reports: world rank 0 of a tensor-parallel run, or the process alone.
   virtual bool lead() const = 0;
   /// Checkpoint tensors the model did not find and initialised, and tensors it did not use.
@@ -59,7 +63,8 @@ struct model_source {
   double comm_timeout_s = 60;  ///< with `tensor`: how long a collective may wait for the group
 };
 
-/// device: "cpu" | "cuda"; precision: "fp32" | "bf16" | "fp16".
+/// device: "cpu" | "cuda"; precision: "fp32" | "bf16" | "fp16" | "fp8" (CUDA: the bf16 model, whose projections
+/// calibrate_fp8 turns to fp8).
 std::unique_ptr<runner> make_runner(const model_source& src, const std::string& device, const std::string& precision);
 
 // One factory per compiled configuration (defined in runner_*.cpp/.cu).

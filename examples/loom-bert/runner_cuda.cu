@@ -35,7 +35,7 @@ std::unique_ptr<loom::serve::model_runner> make_cuda_serve_runner(const model_so
 
 std::unique_ptr<runner> make_cuda_runner(const model_source& src, const std::string& precision) {
   if (precision == "fp32") return make_cuda_fp32_runner(src);
-  if (precision == "bf16") return make_cuda_bf16_runner(src);
+  if (precision == "bf16" || precision == "fp8") return make_cuda_bf16_runner(src);  // fp8: calibrate_fp8 next
   return make_cuda_fp16_runner(src);
 }
 

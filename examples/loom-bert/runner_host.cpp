@@ -25,11 +25,11 @@ namespace {
 
 /// --device and --precision, checked together: true for the host (fp32 only), false for CUDA.
 bool on_host(const std::string& device, const std::string& precision) {
-  LOOM_CHECK(precision == "fp32" || precision == "bf16" || precision == "fp16",
-             "--precision must be fp32, bf16 or fp16, got '" + precision + "'");
+  LOOM_CHECK(precision == "fp32" || precision == "bf16" || precision == "fp16" || precision == "fp8",
+             "--precision must be fp32, bf16, fp16 or fp8, got '" + precision + "'");
   if (device == "cpu") {
-    LOOM_CHECK(precision == "fp32", "--device cpu runs in fp32 (bf16/fp16 are for --device cuda), got --precision " +
-                                        precision);
+    LOOM_CHECK(precision == "fp32", "--device cpu runs in fp32 (bf16/fp16/fp8 are for --device cuda), got "
+                                    "--precision " + precision);
     return true;
   }
   LOOM_CHECK(device == "cuda", "--device must be cpu or cuda, got '" + device + "'");
@@ -41,6 +41,8 @@ bool on_host(const std::string& device, const std::string& precision) {
 std::unique_ptr<loom::serve::model_runner> make_serve_runner(const model_source& src, const std::string& device,
                                                              const std::string& precision, int gpu,
                                                              const loom::serve::runner_options& o) {
+  LOOM_CHECK(precision != "fp8", "serve: --precision fp8 is for predict, eval, embed and bench (serve computes in fp32, "
+                                 "bf16 or fp16)");
   if (!on_host(device, precision)) return make_cuda_serve_runner(src, precision, gpu, o);
   using impl = runner_impl<loom::precision::fp32, loom::host>;
   return std::make_unique<loom::serve::bert_runner<loom::precision::fp32, loom::host, impl::policy_t>>(

@@ -54,6 +54,13 @@ class runner_impl final : public runner {
     return to_floats(pooled_);
   }
 
+  void calibrate_fp8(const std::vector<token_batch>& batches, const loom::precision::fp8_recipe& r) override {
+    std::vector<loom::bert::batch<Device>> up;
+    for (const auto& b : batches) up.push_back(upload(b));
+    model_.enable_fp8(r);
+    model_.calibrate_fp8(up);
+  }
+
   double bench_set(const std::vector<token_batch>& set, int rounds) override {
     std::vector<loom::bert::batch<Device>> batches;
     for (const auto& tb : set) batches.push_back(upload(tb));

@@ -101,6 +101,23 @@ inline token_batch make_batch(const std::vector<loom::io::encoding>& enc, const 
   return b;
 }
 
+/// --precision fp8: calibrates r's fp8 scales on the first `rows` of `enc` (file order), in padding-free batches of
+/// `batch` rows; the amax history holds every batch, so each scale comes from the largest |x| of them all.
+inline void calibrate_fp8(runner& r, const std::vector<loom::io::encoding>& enc, std::size_t rows, std::size_t batch,
+                          std::int32_t pad_id) {
+  const std::size_t n = std::min(rows, enc.size());
+  LOOM_CHECK(n > 0, "--precision fp8: no rows to calibrate on");
+  std::vector<token_batch> batches;
+  for (std::size_t i = 0; i < n; i += batch) {
+    std::vector<std::size_t> idx(std::min(batch, n - i));
+    std::iota(idx.begin(), idx.end(), i);
+    batches.push_back(make_batch(enc, idx, pad_id, /*padding_free=*/true));
+  }
+  loom::precision::fp8_recipe recipe;
+  recipe.amax_history = static_cast<int>(std::min<std::size_t>(batches.size(), 1024));
+  r.calibrate_fp8(batches, recipe);
+}
+
 /// Shortest round-tripping text for a float (JSON has no NaN/Inf: those become null).
 inline void append_float(std::string& out, float v) {
   if (!std::isfinite(v)) {

@@ -15,3 +15,6 @@ TEST_CASE("BERT in bf16: logits, hidden states and pooled output match transform
 TEST_CASE("sentence_encoder in bf16: mean pooling matches transformers' hidden states", "[bert][parity]") {
   check_sentence_encoder<precision::bf16_mixed>(4e-2);
 }
+
+// fp8 inference runs on the bf16 model: its test shares this translation unit's instantiation of that model.
+#include "../unit/models/fp8_test.cpp"

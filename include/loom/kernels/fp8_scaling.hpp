@@ -12,30 +12,27 @@
 #include "../tensor/copy.hpp"
 #include "detail/rows.hpp"
 
-#if LOOM_CUDA_COMPILER
-#include "fp8_scaling.cuh"  // defines: detail::cuda_quantize_fp8, detail::cuda_update_fp8_scale
-#endif
-
 namespace loom {
 
 /// One quantized tensor's scaling state, on its device so that GEMMs and CUDA graphs read the current scale without
-/// a host round trip: [scale, 1/scale, amax of the current window, observations so far, amax history...].
+/// a host round trip: 1/scale, scale, the amax of the current window and the observations so far, each in its own
+/// 16-byte slot (cuBLASLt refuses scale pointers that are not 16-byte aligned), then the amax history.
 template <device_tag D>
 class fp8_scale {
  public:
-  static constexpr index_t header = 4;
+  static constexpr index_t header = 16;
   fp8_scale() = default;
   explicit fp8_scale(int history) : v_({header + history}) {
     LOOM_CHECK(history >= 1, "fp8_scale: the amax history needs at least one entry");
     tensor<float, host> init({header + history});
     std::fill(init.data(), init.data() + init.numel(), 0.0f);
-    init.data()[0] = init.data()[1] = 1.0f;
+    init.data()[0] = init.data()[4] = 1.0f;
     copy(v_, init);
   }
   int history() const { return static_cast<int>(v_.numel() - header); }
-  float* scale() const { return v_.data(); }        ///< multiplies values before rounding to fp8
-  float* descale() const { return v_.data() + 1; }  ///< 1 / scale: what a GEMM multiplies its product by
-  float* amax() const { return v_.data() + 2; }     ///< max |x| observed since the last update
+  float* descale() const { return v_.data(); }    ///< 1 / scale: what a GEMM multiplies its product by
+  float* scale() const { return v_.data() + 4; }  ///< multiplies values before rounding to fp8
+  float* amax() const { return v_.data() + 8; }   ///< max |x| observed since the last update
   const tensor<float, D>& values() const { return v_; }
 
  private:
@@ -57,25 +54,35 @@ void host_quantize_fp8(const row_view<const T>& x, Q* q, float scale, float* ama
   if (amax) *amax = std::max(*amax, m);
 }
 
-// The scale update of one tensor (host and device share it): pushes amax into the history, restarts the window,
-// and sets scale from the history unless that amax is zero or not finite (then the old scale stays).
+// The scale update of one tensor (host and device share it; fp8_scale's layout): pushes amax into the history,
+// restarts the window, and sets scale from the history unless that amax is zero or not finite (then the old scale
+// stays).
 LOOM_HOST_DEVICE inline void fp8_scale_step(float* v, int history, float fp8_max, int rule_max, int margin) {
-  const int count = static_cast<int>(v[3]);
-  v[4 + count % history] = v[2];
-  v[2] = 0.0f;
-  v[3] = static_cast<float>(count + 1);
+  float* h = v + 16;
+  const int count = static_cast<int>(v[12]);
+  h[count % history] = v[8];
+  v[8] = 0.0f;
+  v[12] = static_cast<float>(count + 1);
   const int seen = count + 1 < history ? count + 1 : history;
-  float a = v[4 + count % history];
+  float a = h[count % history];
   if (rule_max)
-    for (int i = 0; i < seen; ++i) a = a > v[4 + i] ? a : v[4 + i];
+    for (int i = 0; i < seen; ++i) a = a > h[i] ? a : h[i];
   if (!(a > 0.0f) || a > 3.0e38f) return;
   const float s = fp8_max / a / static_cast<float>(1u << margin);
   if (s > 0.0f && s < 3.0e38f) {
-    v[0] = s;
-    v[1] = 1.0f / s;
+    v[0] = 1.0f / s;
+    v[4] = s;
   }
 }
 }  // namespace detail
+}  // namespace loom
+
+// After fp8_scale_step, which the CUDA kernel calls too.
+#if LOOM_CUDA_COMPILER
+#include "fp8_scaling.cuh"  // defines: detail::cuda_quantize_fp8, detail::cuda_update_fp8_scale
+#endif
+
+namespace loom {
 
 /// q = fp8(x * scale) elementwise, rounding to nearest even and saturating at the format's largest value; with
 /// `observe`, the scale's amax becomes max(amax, max |x|). x: [.., n] with contiguous rows; q: the same extents,

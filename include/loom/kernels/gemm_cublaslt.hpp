@@ -49,10 +49,12 @@ template <class T> constexpr cudaDataType_t cuda_data_type() {
   else return CUDA_R_16F;
 }
 
-// Per-tensor scales of fp8 operands (device pointers, multiplying cuBLASLt's X and Y); null for other types.
+// Per-tensor scales of fp8 operands (device pointers): x and y multiply cuBLASLt's X and Y, d multiplies the result
+// before it is rounded to an fp8 D. Null for other types.
 struct lt_scales {
   const float* x = nullptr;
   const float* y = nullptr;
+  const float* d = nullptr;
 };
 
 // Everything the algorithm choice depends on. All int64 so the key has no padding and hashes as raw bytes.
@@ -87,12 +89,14 @@ inline std::int64_t byte_alignment(const void* p, index_t ld_bytes, index_t batc
 struct lt_plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t x = nullptr, y = nullptr, d = nullptr;
+  cublasLtMatrixLayout_t c = nullptr;  // C's, when its type differs from D's (an fp8 D); else C is described by d
   cublasLtMatmulAlgo_t algo{};
   bool supported = true;  // false: the heuristic had no algorithm (kept, so it is asked once per key)
   lt_plan() = default;
   lt_plan(const lt_plan&) = delete;
   lt_plan& operator=(const lt_plan&) = delete;
   ~lt_plan() {
+    if (c) cublasLtMatrixLayoutDestroy(c);
     if (d) cublasLtMatrixLayoutDestroy(d);
     if (y) cublasLtMatrixLayoutDestroy(y);
     if (x) cublasLtMatrixLayoutDestroy(x);
@@ -169,11 +173,11 @@ inline cublasLtEpilogue_t lt_epilogue(gemm_epilogue e) {
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
-// In: the type of X and Y; Out: D's (and the bias's). fp8 inputs take the FAST_ACCUM mode Transformer Engine uses
-// for forward GEMMs (the partial sums are not promoted to a wider accumulator every few k).
-template <class In, class Out>
+// In: the type of X and Y; Out: D's; Bias: the bias's (and C's when D is fp8). fp8 inputs take the FAST_ACCUM mode
+// Transformer Engine uses for forward GEMMs (the partial sums are not promoted to a wider accumulator every few k).
+template <class In, class Out, class Bias>
 std::unique_ptr<lt_plan> make_lt_plan(cublasLtHandle_t handle, const lt_key& key, const gemm_plan& p,
-                                      const void* bias) {
+                                      const void* bias, lt_scales scales) {
   auto plan = std::make_unique<lt_plan>();
   constexpr bool fp8_inputs = fp8<In>;
   // fp32 accumulation for every type; for fp32 inputs TF32 tensor cores only when allowed.
@@ -187,8 +191,16 @@ std::unique_ptr<lt_plan> make_lt_plan(cublasLtHandle_t handle, const lt_key& key
   if constexpr (fp8_inputs) {
     const std::int8_t fast = 1;
     LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
+    // Before the heuristic, which picks among the algorithms that apply scales (set again on every call).
+    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scales.x,
+                                                     sizeof(scales.x)));
+    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scales.y,
+                                                     sizeof(scales.y)));
+    if constexpr (fp8<Out>)
+      LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &scales.d,
+                                                       sizeof(scales.d)));
     if (bias) {
-      const cudaDataType_t bias_type = cuda_data_type<Out>();
+      const cudaDataType_t bias_type = cuda_data_type<Bias>();
       LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
                                                        sizeof(bias_type)));
     }
@@ -214,6 +226,7 @@ std::unique_ptr<lt_plan> make_lt_plan(cublasLtHandle_t handle, const lt_key& key
   layout(plan->x, p.x, cuda_data_type<In>());
   layout(plan->y, p.y, cuda_data_type<In>());
   layout(plan->d, p.d, cuda_data_type<Out>());
+  if constexpr (!std::is_same_v<Out, Bias>) layout(plan->c, p.d, cuda_data_type<Bias>());  // unread: beta = 0
 
   cublasLtMatmulPreference_t pref = nullptr;
   LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -229,13 +242,15 @@ std::unique_ptr<lt_plan> make_lt_plan(cublasLtHandle_t handle, const lt_key& key
   set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<std::uint32_t>(key.align_d));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->x, plan->y, plan->d, plan->d,
-                                                          pref, 1, &result, &found);
+  const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->x, plan->y,
+                                                          plan->c ? plan->c : plan->d, plan->d, pref, 1, &result,
+                                                          &found);
   cublasLtMatmulPreferenceDestroy(pref);
   // No fused bias gradient for this layout: cuBLAS 13.1 answers NOT_SUPPORTED for a dy that is not transposed,
   // earlier versions found no algorithm. Either way the caller computes the bias gradient separately.
+  // Likewise an fp8 D (its producer then writes 16 bits and a cast follows).
   if ((found == 0 || s == CUBLAS_STATUS_NOT_SUPPORTED) &&
-      static_cast<gemm_epilogue>(key.epilogue) == gemm_epilogue::bias_grad) {
+      (static_cast<gemm_epilogue>(key.epilogue) == gemm_epilogue::bias_grad || fp8<Out>)) {
     plan->supported = false;
     return plan;
   }
@@ -251,11 +266,13 @@ std::unique_ptr<lt_plan> make_lt_plan(cublasLtHandle_t handle, const lt_key& key
 /// Runs a planned GEMM on loom::current_stream(): one cublasLtMatmul (strided-batched when batch > 1), plus the
 /// erf-GELU pass for gemm_epilogue::bias_gelu. Returns false, having run nothing, only for gemm_epilogue::bias_grad
 /// when cuBLASLt has no BGRADB algorithm for the problem (odd sizes or alignments): the caller splits it then.
-/// In: X's and Y's element type, Out: D's (In = Out but for fp8 inputs, whose `scales` are then required).
-template <class In, class Out = In>
-bool cublaslt_matmul(const gemm_plan& p, const gemm_options& o, const Out* bias, int tensor_device,
+/// In: X's and Y's element type, Out: D's, Bias: the bias's (In = Out = Bias but for fp8 inputs, whose `scales` are
+/// then required; an fp8 D needs its scale too, takes no erf-GELU, and returns false when cuBLASLt has no algorithm).
+template <class In, class Out = In, class Bias = Out>
+bool cublaslt_matmul(const gemm_plan& p, const gemm_options& o, const Bias* bias, int tensor_device,
                      lt_scales scales = {}) {
-  using T = Out;
+  using T = Bias;
+  static_assert(!fp8<Out> || fp8<In>, "an fp8 result needs fp8 operands");
   if (p.m == 0 || p.n == 0 || p.batch == 0) return o.epilogue != gemm_epilogue::bias_grad;
   LOOM_CHECK(p.k > 0, "matmul: k = 0 is not supported on CUDA (c would only be scaled by beta)");
   int device = 0;
@@ -271,8 +288,11 @@ bool cublaslt_matmul(const gemm_plan& p, const gemm_options& o, const Out* bias,
                "nvcc-compiled files calls loom::matmul on CUDA tensors of that type (or use bias_gelu_tanh, fused "
                "in cuBLASLt)");
   }
+  LOOM_CHECK(!fp8<Out> || o.epilogue != gemm_epilogue::bias_gelu,
+             "matmul: an fp8 result takes no erf-GELU pass (use bias_gelu_tanh, fused in cuBLASLt)");
   constexpr index_t es = sizeof(Out), ei = sizeof(In);
-  const lt_key key{static_cast<std::int64_t>(dtype_of<Out>()) | static_cast<std::int64_t>(dtype_of<In>()) << 8,
+  const lt_key key{static_cast<std::int64_t>(dtype_of<Out>()) | static_cast<std::int64_t>(dtype_of<In>()) << 8 |
+                       static_cast<std::int64_t>(dtype_of<Bias>()) << 16,
                    std::is_same_v<T, float> && o.allow_tf32,
                    static_cast<std::int64_t>(o.epilogue),
                    p.x.trans, p.y.trans, p.m, p.n, p.k, p.x.ld, p.y.ld, p.d.ld, p.batch,
@@ -283,15 +303,23 @@ bool cublaslt_matmul(const gemm_plan& p, const gemm_options& o, const Out* bias,
                    bias ? byte_alignment(bias, 0, 0) : 0};
   lt_context& ctx = lt_context_for(device);
   auto& slot = ctx.plans()[key];
-  if (!slot) slot = make_lt_plan<In, Out>(ctx.handle(), key, p, bias);
+  if constexpr (fp8<In>) {
+    // cuBLASLt answers NOT_SUPPORTED for a scale that is not 16-byte aligned (measured, cuBLAS 13.1 on H100).
+    const auto aligned = [](const float* f) { return f && reinterpret_cast<std::uintptr_t>(f) % 16 == 0; };
+    LOOM_CHECK(aligned(scales.x) && aligned(scales.y) && (!fp8<Out> || aligned(scales.d)),
+               "matmul: fp8 operands and results need their scales at 16-byte aligned device addresses");
+  }
+  if (!slot) slot = make_lt_plan<In, Out, Bias>(ctx.handle(), key, p, bias, scales);
   const lt_plan& plan = *slot;
   if (!plan.supported) return false;
   if constexpr (fp8<In>) {
-    LOOM_CHECK(scales.x && scales.y, "matmul: fp8 operands need their scales");
     LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scales.x,
                                                      sizeof(scales.x)));
     LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scales.y,
                                                      sizeof(scales.y)));
+    if constexpr (fp8<Out>)
+      LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &scales.d,
+                                                       sizeof(scales.d)));
   }
   if (bias)
     LOOM_CUBLAS_CHECK(
@@ -300,8 +328,8 @@ bool cublaslt_matmul(const gemm_plan& p, const gemm_options& o, const Out* bias,
   const cudaStream_t stream = current_stream();
   void* d = const_cast<void*>(p.d.data);
   LOOM_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), plan.desc, &alpha, p.x.data, plan.x, p.y.data, plan.y, &beta, d,
-                                   plan.d, d, plan.d, &plan.algo, ctx.workspace(stream), cublaslt_workspace_bytes,
-                                   stream));
+                                   plan.c ? plan.c : plan.d, d, plan.d, &plan.algo, ctx.workspace(stream),
+                                   cublaslt_workspace_bytes, stream));
   if (gelu) gelu(d, p.m, p.n, p.d.ld, p.batch, p.d.batch_stride, stream);
   return true;
 }

@@ -73,8 +73,9 @@ class feed_forward {
       a.inter = gelu(pre);
     } else {
       const bool tanh_form = !exact_gelu && !std::is_same_v<T, float> && !std::is_same_v<T, double>;
-      inter_.forward(x, a.inter, tanh_form ? gemm_epilogue::bias_gelu_tanh : gemm_epilogue::bias_gelu, a.inter_lora,
-                     ls, p);
+      const gemm_epilogue epilogue = tanh_form ? gemm_epilogue::bias_gelu_tanh : gemm_epilogue::bias_gelu;
+      if (fp8_chain(x, a, epilogue)) return;
+      inter_.forward(x, a.inter, epilogue, a.inter_lora, ls, p);
     }
     out_.forward(a.inter, a.out, gemm_epilogue::bias, a.out_lora, ls, p);
   }
@@ -89,6 +90,17 @@ class feed_forward {
   }
 
  private:
+  // fp8 inference: the intermediate GEMM writes GELU's output in fp8 at the output GEMM's input scale, saving the
+  // [N, I] 16-bit intermediate and its cast pass (BERT-base, batch 256: ~0.1 ms per layer). False: nothing ran.
+  bool fp8_chain(const tensor_t& x, activations& a, gemm_epilogue epilogue) const {
+    const auto *f1 = inter_.base().fp8(), *f2 = out_.base().fp8();
+    if (!f1 || !f2 || f1->observing() || f2->observing() || out_.adapted()) return false;
+    const auto inter8 = f1->forward_into(*f2, x, inter_.base().bias(), epilogue);
+    if (inter8.numel() == 0) return false;
+    f2->forward_quantized(inter8, out_.base().bias(), a.out, gemm_epilogue::bias);
+    return true;
+  }
+
   projection inter_, out_;
 };
 

@@ -14,18 +14,20 @@
 
 namespace loom::nn {
 
-/// The quantized inputs of a model's fp8 layers: one buffer, grown to the largest [rows, in] seen (the layers run
-/// one after another on one stream, so they can share it; steady state allocates nothing, which CUDA graphs need).
+/// The quantized inputs of a model's fp8 layers: two buffers (slot 0: an input a layer quantizes itself; slot 1: one
+/// a layer's GEMM wrote in fp8 for the next), each grown to the largest [rows, cols] seen. The layers run one after
+/// another on one stream, so they can share them; steady state allocates nothing, which CUDA graphs need.
 template <class Device>
 class fp8_input_buffer {
  public:
-  tensor<fp8_e4m3, Device> get(index_t rows, index_t cols) {
-    if (buf_.numel() < rows * cols) buf_ = tensor<fp8_e4m3, Device>({rows * cols});
-    return buf_.slice(0, 0, rows * cols).reshape({rows, cols});
+  tensor<fp8_e4m3, Device> get(index_t rows, index_t cols, int slot = 0) {
+    tensor<fp8_e4m3, Device>& b = bufs_[slot];
+    if (b.numel() < rows * cols) b = tensor<fp8_e4m3, Device>({rows * cols});
+    return b.slice(0, 0, rows * cols).reshape({rows, cols});
   }
 
  private:
-  tensor<fp8_e4m3, Device> buf_;
+  tensor<fp8_e4m3, Device> bufs_[2];
 };
 
 template <class T, class Device>
@@ -61,12 +63,34 @@ class fp8_linear {
       matmul(x, weight, y, {.transpose_b = true, .epilogue = epilogue}, bias);
       return;
     }
-    const tensor<fp8_e4m3, Device> x8 = inputs_->get(x.extent(0), x.extent(1));
-    quantize_fp8(x, x8, x_scale_, false);
+    forward_quantized(quantized(x), bias, y, epilogue);
+  }
+
+  /// The chain of two fp8 layers (the feed-forward block's): this layer's result written by its GEMM in fp8 at
+  /// `next`'s input scale, ready for next.forward_quantized, with no 16-bit intermediate and no cast pass. Returns an
+  /// empty tensor, having run nothing, when cuBLASLt has no fp8-output algorithm for the epilogue (or the host would
+  /// need the erf GELU on a 16-bit result).
+  tensor<fp8_e4m3, Device> forward_into(const fp8_linear& next, const tensor_t& x, const tensor_t& bias,
+                                        gemm_epilogue epilogue) const {
+    LOOM_CHECK(!observing_ && !next.observing_, "fp8_linear: a chain runs after calibration");
+    if (epilogue == gemm_epilogue::bias_gelu) return {};
+    const tensor<fp8_e4m3, Device> y8 = inputs_->get(x.extent(0), w8_.extent(0), 1);
+    if (!matmul_fp8(quantized(x), x_scale_, w8_, w_scale_, y8, epilogue, bias, &next.x_scale_)) return {};
+    return y8;
+  }
+  /// y = epilogue(x W^T + b) for an input already in fp8 at this layer's input scale.
+  void forward_quantized(const tensor<fp8_e4m3, Device>& x8, const tensor_t& bias, const tensor_t& y,
+                         gemm_epilogue epilogue) const {
     matmul_fp8(x8, x_scale_, w8_, w_scale_, y, epilogue, bias);
   }
 
  private:
+  tensor<fp8_e4m3, Device> quantized(const tensor_t& x) const {
+    const tensor<fp8_e4m3, Device> x8 = inputs_->get(x.extent(0), x.extent(1));
+    quantize_fp8(x, x8, x_scale_, false);
+    return x8;
+  }
+
   precision::fp8_recipe recipe_;
   fp8_scale<Device> w_scale_, x_scale_;
   tensor<fp8_e4m3, Device> w8_;

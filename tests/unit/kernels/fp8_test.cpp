@@ -5,6 +5,7 @@
 // by tests/gpu/kernels_fp8.cu.
 #include <loom/kernels/gemm_fp8.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -55,16 +56,23 @@ tensor<T, D> from_values(const shape& s, const std::vector<float>& v) {
   return test::on<D>(h);
 }
 
-// A scale whose values are [scale, 1 / scale, amax, count, history...] as given.
+// A scale whose state is {1 / scale, scale, amax, count, history...} as given (fp8_scale's slots are 4 floats apart).
 fp8_scale<device> scale_of(std::vector<float> v) {
-  fp8_scale<device> s(static_cast<int>(v.size()) - 4);
-  copy(s.values(), from_values<float, host>({static_cast<index_t>(v.size())}, v));
+  const int history = static_cast<int>(v.size()) - 4;
+  fp8_scale<device> s(history);
+  std::vector<float> all(static_cast<std::size_t>(fp8_scale<device>::header + history), 0.0f);
+  for (std::size_t i = 0; i < 4; ++i) all[4 * i] = v[i];
+  std::copy(v.begin() + 4, v.end(), all.begin() + fp8_scale<device>::header);
+  copy(s.values(), from_values<float, host>({static_cast<index_t>(all.size())}, all));
   return s;
 }
 
+// {1 / scale, scale, amax, count, history...}
 std::vector<float> scale_values(const fp8_scale<device>& s) {
   const tensor<float, host> h = to<host>(s.values());
-  return {h.data(), h.data() + h.numel()};
+  std::vector<float> v{h.data()[0], h.data()[4], h.data()[8], h.data()[12]};
+  v.insert(v.end(), h.data() + fp8_scale<device>::header, h.data() + h.numel());
+  return v;
 }
 
 }  // namespace
@@ -109,7 +117,7 @@ TEMPLATE_TEST_CASE("quantize_fp8: x * scale rounded to E4M3, and the amax observ
     const index_t rows = 33;
     const tensor<TestType, host> x = test::random_tensor<TestType>({rows, n}, 11, 0.01, 30.0);
     const float scale = 448.0f / 40.0f;
-    const fp8_scale<device> s = scale_of({scale, 1 / scale, 5.0f, 0.0f, 0.0f});
+    const fp8_scale<device> s = scale_of({1 / scale, scale, 5.0f, 0.0f, 0.0f});
     const tensor<fp8_e4m3, device> q({rows, n});
     quantize_fp8(test::on<device>(x), q, s, true);
     const tensor<fp8_e4m3, host> qh = to<host>(q);
@@ -148,12 +156,12 @@ TEST_CASE("update_fp8_scale: delayed scaling from the amax history", "[fp8]") {
     const float seen[] = {2.0f, 8.0f, 4.0f, 1.0f, 0.5f};
     const float want_amax[] = {2.0f, 8.0f, 8.0f, 8.0f, 4.0f};  // 8 leaves the window after three more updates
     for (int i = 0; i < 5; ++i) {
-      copy(s.values().slice(0, 2, 3), from_values<float, device>({1}, {seen[i]}));
+      copy(s.values().slice(0, 8, 9), from_values<float, device>({1}, {seen[i]}));
       update_fp8_scale<fp8_e4m3>(s, r);
       const std::vector<float> v = scale_values(s);
       INFO("update " << i);
-      CHECK(v[0] == 448.0f / want_amax[i] / 2.0f);
-      CHECK(v[1] == 1.0f / v[0]);
+      CHECK(v[1] == 448.0f / want_amax[i] / 2.0f);
+      CHECK(v[0] == 1.0f / v[1]);
       CHECK(v[2] == 0.0f);  // the window restarts
       CHECK(v[3] == float(i + 1));
     }
@@ -162,9 +170,9 @@ TEST_CASE("update_fp8_scale: delayed scaling from the amax history", "[fp8]") {
     const fp8_scale<device> s = scale_of({1, 1, 16, 0, 0, 0});
     const precision::fp8_recipe r{.amax_history = 2, .rule = rule::most_recent};
     update_fp8_scale<fp8_e5m2>(s, r);
-    CHECK(scale_values(s)[0] == 57344.0f / 16.0f);
+    CHECK(scale_values(s)[1] == 57344.0f / 16.0f);
     update_fp8_scale<fp8_e5m2>(s, r);  // nothing observed since
-    CHECK(scale_values(s)[0] == 57344.0f / 16.0f);
+    CHECK(scale_values(s)[1] == 57344.0f / 16.0f);
   }
   CHECK_THROWS_WITH((precision::fp8_recipe{.amax_history = 0}.check()),
                     Catch::Contains("amax_history must be 1..1024"));
@@ -193,7 +201,7 @@ TEMPLATE_LIST_TEST_CASE("matmul_fp8: the product of the dequantized operands, bi
   const tensor<fp8_e4m3, host> x = random_codes(N * K).reshape({N, K}), w = random_codes(O * K).reshape({O, K});
   const tensor<Out, host> bias = test::random_tensor<Out>({O}, 5, 0.5, 4.0);
   const float dx = 1.0f / 64, dw = 1.0f / 512;  // x in [-7, 7], w in [-0.875, 0.875]
-  const fp8_scale<device> sx = scale_of({1 / dx, dx, 0, 0, 0}), sw = scale_of({1 / dw, dw, 0, 0, 0});
+  const fp8_scale<device> sx = scale_of({dx, 1 / dx, 0, 0, 0}), sw = scale_of({dw, 1 / dw, 0, 0, 0});
   for (const auto epi : {gemm_epilogue::bias, gemm_epilogue::bias_gelu}) {
     const tensor<Out, device> y({N, O});
     matmul_fp8(test::on<device>(x), sx, test::on<device>(w), sw, y, epi, test::on<device>(bias));
@@ -210,6 +218,31 @@ TEMPLATE_LIST_TEST_CASE("matmul_fp8: the product of the dequantized operands, bi
     test::check_close(test::values(y), ref, std::is_same_v<Out, float> ? 1e-5 : 2 * test::tolerance<Out>(),
                       epi == gemm_epilogue::bias ? "bias" : "bias_gelu");
   }
+  // An fp8 result: the GEMM itself scales GELU's output and rounds it to E4M3 (the next layer's input).
+  const float ys = 448.0f / 16.0f;
+  const fp8_scale<device> sy = scale_of({1 / ys, ys, 0, 0, 0});
+  const tensor<fp8_e4m3, device> y8({N, O});
+  const bool ran = matmul_fp8(test::on<device>(x), sx, test::on<device>(w), sw, y8, gemm_epilogue::bias_gelu_tanh,
+                              test::on<device>(bias), &sy);
+  if (!ran) {
+    WARN("matmul_fp8: cuBLASLt has no fp8-output algorithm here; the fp8 chain falls back to a 16-bit result");
+  } else {
+    const tensor<fp8_e4m3, host> got = to<host>(y8);
+    for (index_t i = 0; i < N * O; ++i) {
+      double acc = static_cast<double>(static_cast<float>(bias.data()[i % O]));
+      for (index_t k = 0; k < K; ++k)
+        acc += decoded<fp8_e4m3>(x.data()[(i / O) * K + k].bits) * dx *
+               decoded<fp8_e4m3>(w.data()[(i % O) * K + k].bits) * dw;
+      const double gelu = 0.5 * acc * (1.0 + std::tanh(0.7978845608028654 * (acc + 0.044715 * acc * acc * acc)));
+      const double want = std::clamp(gelu * ys, -448.0, 448.0), have = decoded<fp8_e4m3>(got.data()[i].bits);
+      INFO("element " << i << ": " << have << ", reference " << want);
+      // One E4M3 step (2^-3 relative) for a value that fp32 rounding moved across a rounding boundary.
+      REQUIRE(std::abs(have - want) <= 0.125 * std::abs(want) + std::ldexp(1.0, -9));
+    }
+  }
+  CHECK_THROWS_WITH(matmul_fp8(test::on<device>(x), sx, test::on<device>(w), sw, y8, gemm_epilogue::bias_gelu,
+                               test::on<device>(bias), &sy),
+                    Catch::Contains("an fp8 result takes bias or bias_gelu_tanh"));
   const tensor<Out, device> y({N, O});
   CHECK_THROWS_WITH(matmul_fp8(test::on<device>(x), sx, test::on<device>(w), sw, y, gemm_epilogue::none,
                                test::on<device>(bias)),

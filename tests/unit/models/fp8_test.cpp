@@ -1,8 +1,8 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
 // fp8 inference of bert::model: calibrated E4M3 projections against the same weights in fp32 on the host (the
-// independent reference), padded and padding-free alike, and what fp8 refuses. tests/gpu/models_fp8.cu runs it on
-// CUDA with a bf16 model.
+// independent reference), padded and padding-free alike, and what fp8 refuses. tests/gpu/models_bert_bf16.cu runs it
+// on CUDA with a bf16 model.
 #include "bert_reference.hpp"
 
 namespace {
