@@ -327,9 +327,12 @@ bool cublaslt_matmul(const gemm_plan& p, const gemm_options& o, const Bias* bias
   const float alpha = static_cast<float>(o.alpha), beta = static_cast<float>(o.beta);
   const cudaStream_t stream = current_stream();
   void* d = const_cast<void*>(p.d.data);
-  LOOM_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), plan.desc, &alpha, p.x.data, plan.x, p.y.data, plan.y, &beta, d,
-                                   plan.c ? plan.c : plan.d, d, plan.d, &plan.algo, ctx.workspace(stream),
-                                   cublaslt_workspace_bytes, stream));
+  // A C whose type differs from D's (an fp8 D) is not read (beta = 0) and passed as null: cuBLASLt answers
+  // INVALID_VALUE for C = D with different layouts (measured, cuBLAS 13.1 on H100).
+  LOOM_CHECK(!plan.c || beta == 0.0f, "matmul: an fp8 result cannot accumulate into c (beta must be 0)");
+  LOOM_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), plan.desc, &alpha, p.x.data, plan.x, p.y.data, plan.y, &beta,
+                                   plan.c ? nullptr : d, plan.c ? plan.c : plan.d, d, plan.d, &plan.algo,
+                                   ctx.workspace(stream), cublaslt_workspace_bytes, stream));
   if (gelu) gelu(d, p.m, p.n, p.d.ld, p.batch, p.d.batch_stride, stream);
   return true;
 }

@@ -57,7 +57,7 @@ bool matmul_fp8(const tensor<Q, D>& x, const fp8_scale<D>& x_scale, const tensor
     LOOM_CHECK(x.extent(1) % 16 == 0 && w.extent(0) % 16 == 0,
                "matmul_fp8: K and O must be multiples of 16 on CUDA (cuBLASLt's fp8 kernels); got " + shapes());
 #if LOOM_CUDA_COMPILER
-    if constexpr (!fp8<Out>) static_cast<void>(&gelu_erf_pass_registered<Out>);  // as run_matmul (gemm.hpp)
+    if constexpr (!fp8<Out>) static_cast<void>(&detail::gelu_erf_pass_registered<Out>);  // as run_matmul (gemm.hpp)
 #endif
     const detail::gemm_plan p = detail::make_gemm_plan(x, w, y, opts, true);
     // A row-major product runs as D = y^T = w x^T: cuBLASLt's X is w (transposed), its Y is x, the "TN" layout
