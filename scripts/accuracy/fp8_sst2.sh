@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # fp8 inference accuracy on SST-2 dev: fine-tune in bf16 with loom-bert train, then evaluate the same weights in bf16
 # and in fp8 (--precision fp8, calibrated on the first 512 rows of train.tsv, none of them dev rows) and print each
-# pair of accuracies with their difference.
+# pair of accuracies with their difference and the share of dev rows whose predicted label is the same in both.
 #   scripts/accuracy/fp8_sst2.sh LOOM_BERT SST2_DIR OUT_DIR MODEL...
 # MODEL: a checkpoint folder (e.g. all-MiniLM-L6-v2 or its pruned copy), or base:VOCAB for BERT-base trained from
 # scratch with that vocab.txt. EPOCHS (default 3) and SEEDS (default 42) apply to every model.
@@ -38,13 +38,18 @@ JSON
       [ $p = fp8 ] && calibration=(--calibration "$data/train.tsv" --calibration-rows 512)
       "$bert" eval --model "$run" --input "$data/dev.tsv" "${task[@]}" --device cuda --precision $p \
         --batch 64 "${calibration[@]}" >"$run.eval-$p.json" 2>"$run.eval-$p.log"
+      "$bert" predict --model "$run" --input "$data/dev.tsv" --text-column sentence --device cuda --precision $p \
+        --batch 64 "${calibration[@]}" --output "$run.predict-$p.jsonl" 2>>"$run.eval-$p.log"
     done
     python3 - "$run" "$name" "$seed" <<'PY' | tee -a "$out/fp8.jsonl"
 import json, sys
 run, name, seed = sys.argv[1:]
 acc = {p: json.load(open(f"{run}.eval-{p}.json"))["accuracy"] * 100 for p in ("bf16", "fp8")}
+labels = {p: [json.loads(l)["label_id"] for l in open(f"{run}.predict-{p}.jsonl")] for p in ("bf16", "fp8")}
+agree = sum(a == b for a, b in zip(labels["bf16"], labels["fp8"])) / len(labels["bf16"]) * 100
 print(json.dumps({"model": name, "seed": int(seed), "dev_acc_bf16": round(acc["bf16"], 2),
-                  "dev_acc_fp8": round(acc["fp8"], 2), "fp8_minus_bf16": round(acc["fp8"] - acc["bf16"], 2)}))
+                  "dev_acc_fp8": round(acc["fp8"], 2), "fp8_minus_bf16": round(acc["fp8"] - acc["bf16"], 2),
+                  "same_label_pct": round(agree, 2)}))
 PY
     rm -rf "$run"/checkpoint-* "$run"/optimizer* 2>/dev/null || true
   done

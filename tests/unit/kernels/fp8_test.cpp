@@ -236,8 +236,10 @@ TEMPLATE_LIST_TEST_CASE("matmul_fp8: the product of the dequantized operands, bi
       const double gelu = 0.5 * acc * (1.0 + std::tanh(0.7978845608028654 * (acc + 0.044715 * acc * acc * acc)));
       const double want = std::clamp(gelu * ys, -448.0, 448.0), have = decoded<fp8_e4m3>(got.data()[i].bits);
       INFO("element " << i << ": " << have << ", reference " << want);
-      // One E4M3 step (2^-3 relative) for a value that fp32 rounding moved across a rounding boundary.
-      REQUIRE(std::abs(have - want) <= 0.125 * std::abs(want) + std::ldexp(1.0, -9));
+      // One E4M3 step (2^-3 relative) for a value that fp32 rounding moved across a rounding boundary, plus 1e-3
+      // (before scaling) for cuBLASLt's tanh GELU, which leaves the formula in the far negative tail (measured on
+      // H100: 0 where the formula gives -3.4e-4).
+      REQUIRE(std::abs(have - want) <= 0.125 * std::abs(want) + 1e-3 * ys);
     }
   }
   CHECK_THROWS_WITH(matmul_fp8(test::on<device>(x), sx, test::on<device>(w), sw, y8, gemm_epilogue::bias_gelu,
