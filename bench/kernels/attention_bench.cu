@@ -20,35 +20,14 @@
 #include <loom/kernels/attention.hpp>
 #include <loom/loom.hpp>  // defines: to<Device> (with the CUDA evaluator it needs)
 
+#include "bench_cuda.cuh"
+
 namespace {
 
 using loom::bf16;
 using loom::f16;
 using loom::index_t;
-
-// Uniform in [-1, 1] from a hash of the index (never exactly zero).
-template <class T>
-__global__ void fill_kernel(T* p, index_t n, std::uint32_t seed) {
-  for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<index_t>(gridDim.x) * blockDim.x) {
-    std::uint32_t h = static_cast<std::uint32_t>(i) * 0x9E3779B1u ^ seed;
-    h ^= h >> 16;
-    h *= 0x85EBCA6Bu;
-    h ^= h >> 13;
-    h *= 0xC2B2AE35u;
-    h ^= h >> 16;
-    const float u = (static_cast<float>(h >> 8) + 0.5f) * (2.0f / 16777216.0f) - 1.0f;
-    p[i] = loom::convert<T>(u);
-  }
-}
-
-template <class T>
-loom::tensor<T, loom::cuda> random_tensor(loom::shape s, std::uint32_t seed) {
-  loom::tensor<T, loom::cuda> t(s);
-  fill_kernel<<<1024, 256, 0, loom::current_stream()>>>(t.data(), t.numel(), seed);
-  LOOM_CUDA_CHECK_LAUNCH();
-  return t;
-}
+using loom_bench::random_tensor;
 
 struct problem {
   int b, s, h, d;
@@ -103,24 +82,11 @@ void bench_attention(benchmark::State& state, problem p, bool backward, bool gra
     LOOM_CUDA_CHECK(cudaGraphLaunch(exec, stream));  // first replay uploads the graph
     LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
-  cudaEvent_t start, stop;
-  LOOM_CUDA_CHECK(cudaEventCreate(&start));
-  LOOM_CUDA_CHECK(cudaEventCreate(&stop));
-  double seconds = 0, calls = 0;
-  for (auto _ : state) {
-    LOOM_CUDA_CHECK(cudaEventRecord(start, stream));
+  const double seconds = loom_bench::timed_bursts(state, stream, [&] {
     if (graph) LOOM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
     else for (int r = 0; r < burst; ++r) one();
-    LOOM_CUDA_CHECK(cudaEventRecord(stop, stream));
-    LOOM_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    state.SetIterationTime(ms * 1e-3);  // the whole burst: what one benchmark iteration took
-    seconds += ms * 1e-3;
-    calls += burst;
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  });
+  const double calls = static_cast<double>(state.iterations()) * burst;
   if (graph) cudaGraphExecDestroy(exec);
   state.counters["us_per_call"] = seconds / calls * 1e6;
   state.counters["TFLOP/s"] = flops * calls / seconds * 1e-12;

@@ -11,37 +11,18 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <string>
 
 #include <loom/kernels/gemm_fp8.hpp>
+
+#include "bench_cuda.cuh"
 
 namespace {
 
 using loom::bf16;
 using loom::fp8_e4m3;
 using loom::index_t;
-
-template <class T>
-__global__ void fill_kernel(T* p, index_t n, std::uint32_t seed, float range) {
-  for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<index_t>(gridDim.x) * blockDim.x) {
-    std::uint32_t h = static_cast<std::uint32_t>(i) * 0x9E3779B1u ^ seed;
-    h ^= h >> 16;
-    h *= 0x85EBCA6Bu;
-    h ^= h >> 13;
-    const float u = (static_cast<float>(h >> 8) + 0.5f) * (2.0f / 16777216.0f) - 1.0f;
-    p[i] = loom::convert<T>(u * range);
-  }
-}
-
-template <class T>
-loom::tensor<T, loom::cuda> random_tensor(loom::shape s, std::uint32_t seed, float range) {
-  loom::tensor<T, loom::cuda> t(s);
-  fill_kernel<<<1024, 256, 0, loom::current_stream()>>>(t.data(), t.numel(), seed, range);
-  LOOM_CUDA_CHECK_LAUNCH();
-  return t;
-}
+using loom_bench::random_tensor;
 
 enum class variant { bf16, fp8_gemm, fp8_quantize, fp8_total };
 
@@ -69,23 +50,10 @@ void bench_linear(benchmark::State& state, index_t n, index_t o, index_t k, vari
   const int burst = static_cast<int>(std::max(20.0, std::min(2000.0, 2e-3 * 1000e12 / flops)));
   for (int i = 0; i < burst; ++i) one();
   LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
-  cudaEvent_t start, stop;
-  LOOM_CUDA_CHECK(cudaEventCreate(&start));
-  LOOM_CUDA_CHECK(cudaEventCreate(&stop));
-  double seconds = 0, calls = 0;
-  for (auto _ : state) {
-    LOOM_CUDA_CHECK(cudaEventRecord(start, stream));
+  const double seconds = loom_bench::timed_bursts(state, stream, [&] {
     for (int i = 0; i < burst; ++i) one();
-    LOOM_CUDA_CHECK(cudaEventRecord(stop, stream));
-    LOOM_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    state.SetIterationTime(ms * 1e-3);
-    seconds += ms * 1e-3;
-    calls += burst;
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  });
+  const double calls = static_cast<double>(state.iterations()) * burst;
   state.counters["us_per_call"] = seconds / calls * 1e6;
   state.counters["TFLOP/s"] = v == variant::fp8_quantize ? 0.0 : calls * flops / seconds * 1e-12;
 }

@@ -18,36 +18,15 @@
 
 #include <loom/kernels/gemm.hpp>
 
+#include "bench_cuda.cuh"
+
 namespace {
 
 using loom::bf16;
 using loom::f16;
 using loom::gemm_epilogue;
 using loom::index_t;
-
-// Uniform in [-1, 1] from a hash of the index (never exactly zero: zeros make GEMMs look faster than they are).
-template <class T>
-__global__ void fill_kernel(T* p, index_t n, std::uint32_t seed) {
-  for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<index_t>(gridDim.x) * blockDim.x) {
-    std::uint32_t h = static_cast<std::uint32_t>(i) * 0x9E3779B1u ^ seed;
-    h ^= h >> 16;
-    h *= 0x85EBCA6Bu;
-    h ^= h >> 13;
-    h *= 0xC2B2AE35u;
-    h ^= h >> 16;
-    const float u = (static_cast<float>(h >> 8) + 0.5f) * (2.0f / 16777216.0f) - 1.0f;
-    p[i] = loom::convert<T>(u);
-  }
-}
-
-template <class T>
-loom::tensor<T, loom::cuda> random_tensor(loom::shape s, std::uint32_t seed) {
-  loom::tensor<T, loom::cuda> t(s);
-  fill_kernel<<<1024, 256, 0, loom::current_stream()>>>(t.data(), t.numel(), seed);
-  LOOM_CUDA_CHECK_LAUNCH();
-  return t;
-}
+using loom_bench::random_tensor;
 
 struct problem {
   const char* type;
@@ -159,25 +138,10 @@ void bench_gemm(benchmark::State& state, problem p, bool direct) {
   for (int w = 0; w < burst; ++w) one();  // warm-up: plan/heuristic, clocks, caches
   LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
 
-  cudaEvent_t start, stop;
-  LOOM_CUDA_CHECK(cudaEventCreate(&start));
-  LOOM_CUDA_CHECK(cudaEventCreate(&stop));
-  double seconds = 0, done = 0, gemms = 0;
-  for (auto _ : state) {
-    LOOM_CUDA_CHECK(cudaEventRecord(start, stream));
+  const double seconds = loom_bench::timed_bursts(state, stream, [&] {
     for (int r = 0; r < burst; ++r) one();
-    LOOM_CUDA_CHECK(cudaEventRecord(stop, stream));
-    LOOM_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    // The whole burst: Google Benchmark sizes its iteration count from this, so it must be what an iteration took.
-    state.SetIterationTime(ms * 1e-3);
-    seconds += ms * 1e-3;
-    done += burst * flops;
-    gemms += burst;
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  });
+  const double gemms = static_cast<double>(state.iterations()) * burst, done = gemms * flops;
   state.counters["TFLOP/s"] = done / seconds * 1e-12;
   state.counters["us_per_gemm"] = seconds / gemms * 1e6;
   state.counters["burst"] = burst;

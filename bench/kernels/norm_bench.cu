@@ -18,40 +18,20 @@
 #include <loom/kernels/embedding.hpp>
 #include <loom/kernels/layer_norm.hpp>
 
+#include "bench_cuda.cuh"
+
 namespace {
 
 using loom::bf16;
 using loom::index_t;
 using loom::tensor;
 using dev = loom::cuda;
-
-// Uniform in [-1, 1] from a hash of the index (never zero).
-template <class T>
-__global__ void fill_kernel(T* p, index_t n, std::uint32_t seed) {
-  for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<index_t>(gridDim.x) * blockDim.x) {
-    std::uint32_t h = static_cast<std::uint32_t>(i) * 0x9E3779B1u ^ seed;
-    h ^= h >> 16;
-    h *= 0x85EBCA6Bu;
-    h ^= h >> 13;
-    h *= 0xC2B2AE35u;
-    h ^= h >> 16;
-    p[i] = loom::convert<T>((static_cast<float>(h >> 8) + 0.5f) * (2.0f / 16777216.0f) - 1.0f);
-  }
-}
+using loom_bench::random_tensor;
 
 __global__ void ids_kernel(std::int32_t* p, index_t n, std::int32_t mod) {
   for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<index_t>(gridDim.x) * blockDim.x)
     p[i] = static_cast<std::int32_t>((static_cast<std::uint64_t>(i) * 2654435761u) % static_cast<std::uint32_t>(mod));
-}
-
-template <class T>
-tensor<T, dev> random_tensor(loom::shape s, std::uint32_t seed) {
-  tensor<T, dev> t(s);
-  fill_kernel<<<1024, 256, 0, loom::current_stream()>>>(t.data(), t.numel(), seed);
-  LOOM_CUDA_CHECK_LAUNCH();
-  return t;
 }
 
 tensor<std::int32_t, dev> ids_tensor(loom::shape s, std::int32_t mod) {

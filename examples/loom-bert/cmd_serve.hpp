@@ -17,6 +17,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -48,6 +49,8 @@ struct serve_options {
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string device = "cpu", precision = "fp32", gpus = "0";
+  std::string calibration, calibration_column = "text";  ///< --precision fp8: the rows that calibrate its scales
+  std::size_t calibration_rows = 512;
   std::size_t max_batch = 64, max_queue = 4096, threads = 512, runners = 1;
   std::int64_t max_delay_us = 0, max_seq_len = 0;  // 0: 128, or the model's positions when fewer
   request_limits limits;
@@ -98,6 +101,25 @@ inline std::vector<int> parse_gpus(const std::string& list) {
   return gpus;
 }
 
+/// --precision fp8: the first --calibration-rows rows of --calibration, tokenized with the model's vocabulary and cut
+/// to its max_seq tokens, in batches of --max-batch rows (each padded to its longest row).
+inline std::vector<loom::serve::token_rows> calibration_batches(const serve_options& o,
+                                                                const loom::io::wordpiece_tokenizer& tok,
+                                                                std::int64_t max_seq) {
+  const auto enc = encode_rows(tok, read_text_rows(o.calibration, "", o.calibration_column, ""),
+                               static_cast<std::size_t>(max_seq), true);
+  const std::size_t n = std::min(o.calibration_rows, enc.size());
+  LOOM_CHECK(n > 0, "--calibration " + o.calibration + ": no rows");
+  std::vector<loom::serve::token_rows> out;
+  for (std::size_t i = 0; i < n; i += o.max_batch) {
+    std::vector<std::size_t> idx(std::min(o.max_batch, n - i));
+    std::iota(idx.begin(), idx.end(), i);
+    token_batch b = make_batch(enc, idx, tok.pad_id());
+    out.push_back({b.rows, b.seq, std::move(b.input_ids), std::move(b.token_type_ids), std::move(b.lengths)});
+  }
+  return out;
+}
+
 /// Loads one model on its runners: `runners` per GPU, or on the host.
 inline std::unique_ptr<loom::serve::model_service> load_served_model(const served_model& m, const serve_options& o,
                                                                      loom::serve::metrics& metrics) {
@@ -114,6 +136,7 @@ inline std::unique_ptr<loom::serve::model_service> load_served_model(const serve
   ro.max_rows = static_cast<std::int64_t>(o.max_batch);
   ro.max_seq = max_seq;
   ro.graphs = !o.no_graphs;
+  if (o.precision == "fp8") ro.fp8_calibration = calibration_batches(o, tok, max_seq);
   std::vector<loom::serve::runner_slot> slots;
   // Runners per device, each with its own weights (Triton's instance groups). One is enough on a GPU: it keeps two
   // batches in flight, forming and uploading the next while the GPU runs the previous.
@@ -140,6 +163,11 @@ inline std::unique_ptr<loom::serve::model_service> load_served_model(const serve
 inline void run_serve(serve_options o) {
   LOOM_CHECK(!o.models.empty(), "--model: at least one model folder is needed");
   LOOM_CHECK(o.device == "cuda" || o.gpus == "0", "--gpus is for --device cuda");
+  LOOM_CHECK(o.precision != "fp8" || o.device == "cuda", "--precision fp8 is for --device cuda (Ada/Hopper GPUs)");
+  LOOM_CHECK((o.precision == "fp8") == !o.calibration.empty(),
+             o.precision == "fp8" ? "--precision fp8 needs --calibration FILE: rows of text whose activations set "
+                                    "the fp8 scales (a few hundred of the texts it will serve)"
+                                  : "--calibration is for --precision fp8");
   LOOM_CHECK(o.max_batch >= 1 && o.max_queue >= o.max_batch,
              "--max-batch must be at least 1 and --max-queue at least --max-batch");
   LOOM_CHECK(o.threads >= 2 && o.runners >= 1 && o.early_rows >= 1,
@@ -259,8 +287,17 @@ inline void register_serve(CLI::App& app) {
   sub->add_option("--device", o->device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
   sub->add_option("--gpus", o->gpus, "GPUs to serve on, each with its own runner (--device cuda)")
       ->capture_default_str();
-  sub->add_option("--precision", o->precision, "fp32, bf16 or fp16 (cuda)")->capture_default_str()
-      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  sub->add_option("--precision", o->precision,
+                  "fp32, bf16 or fp16 (cuda); or fp8 (cuda, Ada/Hopper: the encoder's GEMMs in E4M3, calibrated on "
+                  "--calibration)")
+      ->capture_default_str()->check(CLI::IsMember({"fp32", "bf16", "fp16", "fp8"}));
+  sub->add_option("--calibration", o->calibration,
+                  "with --precision fp8: a CSV/TSV/JSONL table whose first rows calibrate the fp8 scales")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--calibration-column", o->calibration_column, "with --calibration: its text column")
+      ->capture_default_str();
+  sub->add_option("--calibration-rows", o->calibration_rows, "with --precision fp8: rows the calibration runs")
+      ->capture_default_str()->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
   sub->add_option("--max-batch", o->max_batch, "texts per batch at most")->capture_default_str();
   sub->add_option("--max-delay-us", o->max_delay_us, "how long a text may wait for others to batch with (0: a free "
                                                      "runner takes what waits; batches form while the GPU is busy)")

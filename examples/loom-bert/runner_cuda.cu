@@ -29,7 +29,8 @@ std::unique_ptr<loom::serve::model_runner> make_cuda_serve_runner(const model_so
                                             std::to_string(devices) + ")");
   LOOM_CUDA_CHECK(cudaSetDevice(gpu));
   if (precision == "fp32") return make_cuda_fp32_serve_runner(src, o);
-  if (precision == "bf16") return make_cuda_bf16_serve_runner(src, o);
+  // fp8: the bf16 model, whose projections runner_options::fp8_calibration switches to fp8.
+  if (precision == "bf16" || precision == "fp8") return make_cuda_bf16_serve_runner(src, o);
   return make_cuda_fp16_serve_runner(src, o);
 }
 

@@ -41,8 +41,8 @@ bool on_host(const std::string& device, const std::string& precision) {
 std::unique_ptr<loom::serve::model_runner> make_serve_runner(const model_source& src, const std::string& device,
                                                              const std::string& precision, int gpu,
                                                              const loom::serve::runner_options& o) {
-  LOOM_CHECK(precision != "fp8", "serve: --precision fp8 is for predict, eval, embed and bench (serve computes in fp32, "
-                                 "bf16 or fp16)");
+  LOOM_CHECK((precision == "fp8") == !o.fp8_calibration.empty(),
+             "serve: --precision fp8 and its calibration rows go together");
   if (!on_host(device, precision)) return make_cuda_serve_runner(src, precision, gpu, o);
   using impl = runner_impl<loom::precision::fp32, loom::host>;
   return std::make_unique<loom::serve::bert_runner<loom::precision::fp32, loom::host, impl::policy_t>>(

@@ -148,33 +148,30 @@ struct bf16 {
 #endif
 };
 
-/// fp8 E4M3 (OCP "E4M3FN": bias 7, no infinities, largest finite 448): forward activations and weights in fp8 GEMMs.
-/// Conversion from float rounds to nearest even and saturates to +-448.
-struct fp8_e4m3 {
+/// fp8 storage with M mantissa bits and exponent bias B: the largest finite code MaxCode, NaN written as NanCode,
+/// and infinities only in the IEEE-like format. Conversion from float rounds to nearest even and saturates to +-max.
+template <int M, int B, std::uint8_t MaxCode, std::uint8_t NanCode, bool HasInf>
+struct fp8_storage {
   std::uint8_t bits;
-  static constexpr float max = 448.0f;
-  fp8_e4m3() = default;
-  LOOM_HOST_DEVICE constexpr explicit fp8_e4m3(float f) noexcept
-      : bits(detail::float_to_fp8_bits<3, 7, 0x7e, 0x7f>(f)) {}
+  static constexpr float max = detail::fp8_bits_to_float<M, B, MaxCode, HasInf>(MaxCode);
+  fp8_storage() = default;
+  LOOM_HOST_DEVICE constexpr explicit fp8_storage(float f) noexcept
+      : bits(detail::float_to_fp8_bits<M, B, MaxCode, NanCode>(f)) {}
   LOOM_HOST_DEVICE constexpr explicit operator float() const noexcept {
-    return detail::fp8_bits_to_float<3, 7, 0x7e, false>(bits);
+    return detail::fp8_bits_to_float<M, B, MaxCode, HasInf>(bits);
   }
-  LOOM_HOST_DEVICE static constexpr fp8_e4m3 from_bits(std::uint8_t b) noexcept { fp8_e4m3 h{}; h.bits = b; return h; }
+  LOOM_HOST_DEVICE static constexpr fp8_storage from_bits(std::uint8_t b) noexcept {
+    fp8_storage h{};
+    h.bits = b;
+    return h;
+  }
 };
 
+/// fp8 E4M3 (OCP "E4M3FN": bias 7, no infinities, largest finite 448): forward activations and weights in fp8 GEMMs.
+using fp8_e4m3 = fp8_storage<3, 7, 0x7e, 0x7f, false>;
 /// fp8 E5M2 (IEEE-like: bias 15, infinities, largest finite 57344): gradients, which need range more than precision.
-/// Conversion from float rounds to nearest even and saturates to +-57344.
-struct fp8_e5m2 {
-  std::uint8_t bits;
-  static constexpr float max = 57344.0f;
-  fp8_e5m2() = default;
-  LOOM_HOST_DEVICE constexpr explicit fp8_e5m2(float f) noexcept
-      : bits(detail::float_to_fp8_bits<2, 15, 0x7b, 0x7e>(f)) {}
-  LOOM_HOST_DEVICE constexpr explicit operator float() const noexcept {
-    return detail::fp8_bits_to_float<2, 15, 0x7b, true>(bits);
-  }
-  LOOM_HOST_DEVICE static constexpr fp8_e5m2 from_bits(std::uint8_t b) noexcept { fp8_e5m2 h{}; h.bits = b; return h; }
-};
+using fp8_e5m2 = fp8_storage<2, 15, 0x7b, 0x7e, true>;
+static_assert(fp8_e4m3::max == 448.0f && fp8_e5m2::max == 57344.0f);
 
 /// The two fp8 formats.
 template <class T>

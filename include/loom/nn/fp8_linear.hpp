@@ -68,8 +68,8 @@ class fp8_linear {
 
   /// The chain of two fp8 layers (the feed-forward block's): this layer's result written by its GEMM in fp8 at
   /// `next`'s input scale, ready for next.forward_quantized, with no 16-bit intermediate and no cast pass. Returns an
-  /// empty tensor, having run nothing, when cuBLASLt has no fp8-output algorithm for the epilogue (or the host would
-  /// need the erf GELU on a 16-bit result).
+  /// empty tensor, and the caller runs the two layers one by one, for the erf GELU (a separate 16-bit pass) or when
+  /// cuBLASLt has no fp8-output algorithm for the epilogue.
   tensor<fp8_e4m3, Device> forward_into(const fp8_linear& next, const tensor_t& x, const tensor_t& bias,
                                         gemm_epilogue epilogue) const {
     LOOM_CHECK(!observing_ && !next.observing_, "fp8_linear: a chain runs after calibration");

@@ -20,6 +20,7 @@
 #include "../models/bert/weights.hpp"
 #include "../nn/mean_pooling.hpp"
 #include "../nn/row_buffers.hpp"
+#include "../precision/fp8_recipe.hpp"
 #include "../tensor/copy.hpp"
 #include "model_runner.hpp"
 #if LOOM_CUDA_COMPILER
@@ -52,6 +53,7 @@ class bert_runner final : public model_runner {
     for (const auto& name : report.initialized)
       LOOM_CHECK(!head || !name.starts_with("classifier."),
                  weights.string() + ": no classification head ('" + name + "' is missing)");
+    if constexpr (std::is_same_v<Device, host>) calibrate_fp8();
 #if LOOM_CUDA_COMPILER
     if constexpr (std::is_same_v<Device, cuda>) {
       LOOM_CUDA_CHECK(cudaGetDevice(&device_));
@@ -65,6 +67,7 @@ class bert_runner final : public model_runner {
       lengths_ = tensor<std::int32_t, Device>({o_.max_rows});
       // The largest shape first: every later shape's buffers are views of its buffers (nn::row_buffers).
       stream_guard guard(stream_);
+      calibrate_fp8();
       token_rows largest{o_.max_rows, o_.max_seq};
       largest.input_ids.assign(static_cast<std::size_t>(o_.max_rows * o_.max_seq), 0);
       largest.token_type_ids = largest.input_ids;
@@ -157,6 +160,26 @@ class bert_runner final : public model_runner {
   }
 
  private:
+  // runner_options::fp8_calibration: the projections switched to fp8 and calibrated, before any graph is captured.
+  void calibrate_fp8() {
+    if (o_.fp8_calibration.empty()) return;
+    precision::fp8_recipe recipe;
+    recipe.amax_history = static_cast<int>(std::min<std::size_t>(o_.fp8_calibration.size(), 1024));
+    std::vector<bert::batch<Device>> batches;
+    for (const token_rows& c : o_.fp8_calibration) {
+      LOOM_CHECK(c.rows >= 1 && c.seq >= 1 && c.rows <= o_.max_rows && c.seq <= o_.max_seq,
+                 "bert_runner: a calibration batch of " + std::to_string(c.rows) + " x " + std::to_string(c.seq) +
+                     " is outside the reserved " + std::to_string(o_.max_rows) + " x " + std::to_string(o_.max_seq));
+      const bert::batch<host> h = host_batch(c);
+      bert::batch<Device>& d = batches.emplace_back();
+      d.input_ids = to<Device>(h.input_ids);
+      d.token_type_ids = to<Device>(h.token_type_ids);
+      d.lengths = to<Device>(h.lengths);
+    }
+    model_.enable_fp8(recipe);
+    model_.calibrate_fp8(batches);
+  }
+
   /// The batch as host tensors (the host backend reads them in place).
   static bert::batch<host> host_batch(const token_rows& b) {
     bert::batch<host> d;

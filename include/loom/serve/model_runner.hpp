@@ -28,6 +28,9 @@ struct runner_options {
   std::int64_t min_bucket = 16; ///< the shortest sequence bucket: buckets double from here up to max_seq
   bool graphs = true;           ///< CUDA: replay one graph per (rows bucket, sequence bucket); ignored on the host
   bool warm_up = true;          ///< CUDA: capture every bucket's graph at construction, not at its first batch
+  /// Non-empty: fp8 inference (bert::model::enable_fp8), the input scales calibrated on these batches before any
+  /// graph is captured (each within max_rows x max_seq).
+  std::vector<token_rows> fp8_calibration;
 };
 
 /// The row buckets graphs are captured for: powers of two up to 32, then every multiple of 32 up to max_rows (and

@@ -325,3 +325,59 @@ TEST_CASE("serve::bert_runner on the host: transformers' logits for each text, a
   for (auto& t : clients) t.join();
   for (std::size_t i = 0; i < texts.size(); ++i) check(i, got[i]);
 }
+
+TEST_CASE("serve::bert_runner with fp8 calibration rows computes what bert::model does after calibrate_fp8",
+          "[serve][bert][fp8]") {
+  const auto [cfg, tok] = tiny_a_model();
+  // Two calibration batches and one served batch of token ids spread over the vocabulary (rows of 3 to 8 tokens).
+  const auto rows_of = [&](std::int64_t rows, std::int64_t seq, std::int32_t salt) {
+    serve::token_rows r{rows, seq, {}, {}, {}};
+    for (std::int64_t i = 0; i < rows * seq; ++i) {
+      r.input_ids.push_back(static_cast<std::int32_t>((i * 7919 + salt) % cfg.vocab_size));
+      r.token_type_ids.push_back(static_cast<std::int32_t>(i % 2));
+    }
+    for (std::int64_t i = 0; i < rows; ++i) r.lengths.push_back(static_cast<std::int32_t>(seq - i % (seq - 2)));
+    return r;
+  };
+  const std::vector<serve::token_rows> calibration{rows_of(4, 8, 3), rows_of(3, 6, 11)};
+  const serve::token_rows served = rows_of(3, 7, 29);
+  serve::runner_options ro;
+  ro.max_rows = 4;
+  ro.max_seq = 8;
+  ro.fp8_calibration = calibration;
+  serve::bert_runner<precision::fp32, host> runner(cfg, tiny_a / "model.safetensors", true, ro);
+  runner.submit(served, serve::output::logits);
+  std::vector<float> got;
+  runner.collect(got);
+
+  const auto batch_of = [](const serve::token_rows& r) {
+    bert::batch<host> b;
+    b.input_ids = tensor<std::int32_t, host>({r.rows, r.seq});
+    b.token_type_ids = tensor<std::int32_t, host>({r.rows, r.seq});
+    b.lengths = tensor<std::int32_t, host>({r.rows});
+    std::copy(r.input_ids.begin(), r.input_ids.end(), b.input_ids.data());
+    std::copy(r.token_type_ids.begin(), r.token_type_ids.end(), b.token_type_ids.data());
+    std::copy(r.lengths.begin(), r.lengths.end(), b.lengths.data());
+    return b;
+  };
+  bert::model<precision::fp32, parallel::single, host> m(cfg);
+  bert::load_safetensors(m, tiny_a / "model.safetensors");
+  m.forward(batch_of(served));
+  const tensor<float, host> plain = contiguous(m.logits());
+  m.enable_fp8({.amax_history = 2});
+  m.calibrate_fp8(std::vector{batch_of(calibration[0]), batch_of(calibration[1])});
+  m.forward(batch_of(served));
+  const tensor<float, host> fp8 = contiguous(m.logits());
+  REQUIRE(got.size() == static_cast<std::size_t>(fp8.numel()));
+  double moved = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    CHECK(got[i] == fp8.data()[i]);
+    moved = std::max(moved, std::abs(double(fp8.data()[i]) - plain.data()[i]));
+  }
+  CHECK(moved > 1e-4);  // the projections did compute in fp8
+
+  serve::runner_options too_big = ro;
+  too_big.fp8_calibration = {rows_of(5, 8, 3)};
+  CHECK_THROWS_WITH((serve::bert_runner<precision::fp32, host>(cfg, tiny_a / "model.safetensors", true, too_big)),
+                    Catch::Contains("calibration batch of 5 x 8 is outside the reserved 4 x 8"));
+}

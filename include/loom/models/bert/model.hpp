@@ -16,10 +16,10 @@
 #include "../../kernels/cross_entropy.hpp"
 #include "../../kernels/row_gather.hpp"
 #include "../../nn/pooler.hpp"
-#include "../../precision/fp8_recipe.hpp"
 #include "../../nn/row_buffers.hpp"
 #include "../../nn/sequence_classifier.hpp"
 #include "../../parallel/zero.hpp"
+#include "../../precision/fp8_recipe.hpp"
 #include "encoder.hpp"
 
 namespace loom::bert {
