@@ -184,8 +184,8 @@ static_assert(sizeof(bf16) == 2 && std::is_trivially_copyable_v<bf16>);
 /// The element types a tensor may hold.
 template <class T>
 concept element = std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, f16> ||
-                  std::is_same_v<T, bf16> || fp8<T> || std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t> ||
-                  std::is_same_v<T, std::uint8_t> || std::is_same_v<T, bool>;
+                  std::is_same_v<T, bf16> || fp8<T> || std::is_same_v<T, std::int32_t> ||
+                  std::is_same_v<T, std::int64_t> || std::is_same_v<T, std::uint8_t> || std::is_same_v<T, bool>;
 
 template <class T>
 concept floating = std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, f16> ||

@@ -25,7 +25,9 @@ template <fp8 Q, class Out, floating B, device_tag D>
 bool matmul_fp8(const tensor<Q, D>& x, const fp8_scale<D>& x_scale, const tensor<Q, D>& w, const fp8_scale<D>& w_scale,
                 const tensor<Out, D>& y, gemm_epilogue epilogue, const tensor<B, D>& bias,
                 const fp8_scale<D>* y_scale = nullptr) {
-  const auto shapes = [&] { return "x " + x.extents().str() + ", w " + w.extents().str() + ", y " + y.extents().str(); };
+  const auto shapes = [&] {
+    return "x " + x.extents().str() + ", w " + w.extents().str() + ", y " + y.extents().str();
+  };
   LOOM_CHECK(x.rank() == 2 && w.rank() == 2 && y.rank() == 2 && x.extent(1) == w.extent(1) &&
                  y.extent(0) == x.extent(0) && y.extent(1) == w.extent(0) && x.is_contiguous() && w.is_contiguous(),
              "matmul_fp8: needs contiguous x [N, K] and w [O, K] and y [N, O]; got " + shapes());
@@ -33,7 +35,8 @@ bool matmul_fp8(const tensor<Q, D>& x, const fp8_scale<D>& x_scale, const tensor
                  epilogue == gemm_epilogue::bias_gelu_tanh,
              "matmul_fp8: the epilogue must add a bias (bias, bias_gelu or bias_gelu_tanh)");
   LOOM_CHECK(bias.rank() == 1 && bias.extent(0) == w.extent(0) && bias.is_contiguous(),
-             "matmul_fp8: bias must be a contiguous [" + std::to_string(w.extent(0)) + "], got " + bias.extents().str());
+             "matmul_fp8: bias must be a contiguous [" + std::to_string(w.extent(0)) + "], got " +
+                 bias.extents().str());
   if constexpr (fp8<Out>) {
     LOOM_CHECK(y_scale && y.is_contiguous(), "matmul_fp8: an fp8 result needs its scale and contiguous storage");
     LOOM_CHECK(epilogue != gemm_epilogue::bias_gelu,

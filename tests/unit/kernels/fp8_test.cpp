@@ -94,7 +94,8 @@ TEMPLATE_TEST_CASE("fp8 formats: floats round to the nearest code, ties to even,
   std::vector<float> probes;
   // Every code's value and the midpoints between neighbours (the ties), nudged up and down by one float ulp.
   for (int c = 0; c < 127; ++c) {
-    const double a = decoded<TestType>(static_cast<std::uint8_t>(c)), b = decoded<TestType>(static_cast<std::uint8_t>(c + 1));
+    const double a = decoded<TestType>(static_cast<std::uint8_t>(c));
+    const double b = decoded<TestType>(static_cast<std::uint8_t>(c + 1));
     if (!std::isfinite(b)) continue;
     for (const double v : {a, (a + b) / 2}) {
       const float f = static_cast<float>(v);
