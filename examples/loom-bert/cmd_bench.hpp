@@ -63,16 +63,8 @@ inline void run_texts_bench(const bench_options& o, const model_source& src, con
   if (o.padding_free != "on") layouts.push_back(false);
   if (o.padding_free != "off") layouts.push_back(true);
   for (std::int64_t B : o.batches) {
-    std::vector<std::vector<std::size_t>> groups;
-    if (o.order == "length") {
-      groups = length_batches(enc, static_cast<std::size_t>(B));
-    } else {
-      for (std::size_t i = 0; i < enc.size(); i += static_cast<std::size_t>(B)) {
-        groups.emplace_back();
-        for (std::size_t j = i; j < std::min(enc.size(), i + static_cast<std::size_t>(B)); ++j)
-          groups.back().push_back(j);
-      }
-    }
+    const auto groups = o.order == "length" ? length_batches(enc, static_cast<std::size_t>(B))
+                                            : in_order_batches(enc.size(), static_cast<std::size_t>(B));
     for (const bool free : layouts) {
       std::vector<token_batch> set;
       std::int64_t computed = 0;  // token rows the GEMMs see

@@ -17,7 +17,6 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
-#include <numeric>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -111,9 +110,7 @@ inline std::vector<loom::serve::token_rows> calibration_batches(const serve_opti
   const std::size_t n = std::min(o.calibration_rows, enc.size());
   LOOM_CHECK(n > 0, "--calibration " + o.calibration + ": no rows");
   std::vector<loom::serve::token_rows> out;
-  for (std::size_t i = 0; i < n; i += o.max_batch) {
-    std::vector<std::size_t> idx(std::min(o.max_batch, n - i));
-    std::iota(idx.begin(), idx.end(), i);
+  for (const auto& idx : in_order_batches(n, o.max_batch)) {
     token_batch b = make_batch(enc, idx, tok.pad_id());
     out.push_back({b.rows, b.seq, std::move(b.input_ids), std::move(b.token_type_ids), std::move(b.lengths)});
   }

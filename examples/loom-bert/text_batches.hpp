@@ -73,6 +73,16 @@ inline std::vector<std::vector<std::size_t>> length_batches(const std::vector<lo
   return out;
 }
 
+/// Row indices [0, n) in batches of `batch`, in order (as requests arrive; the last batch may be short).
+inline std::vector<std::vector<std::size_t>> in_order_batches(std::size_t n, std::size_t batch) {
+  std::vector<std::vector<std::size_t>> out;
+  for (std::size_t i = 0; i < n; i += batch) {
+    out.emplace_back(std::min(batch, n - i));
+    std::iota(out.back().begin(), out.back().end(), i);
+  }
+  return out;
+}
+
 /// The rows `idx` padded to their longest (dynamic padding) with `pad_id`, or padding-free (back to back).
 inline token_batch make_batch(const std::vector<loom::io::encoding>& enc, const std::vector<std::size_t>& idx,
                               std::int32_t pad_id, bool padding_free = false) {
@@ -108,11 +118,8 @@ inline void calibrate_fp8(runner& r, const std::vector<loom::io::encoding>& enc,
   const std::size_t n = std::min(rows, enc.size());
   LOOM_CHECK(n > 0, "--precision fp8: no rows to calibrate on");
   std::vector<token_batch> batches;
-  for (std::size_t i = 0; i < n; i += batch) {
-    std::vector<std::size_t> idx(std::min(batch, n - i));
-    std::iota(idx.begin(), idx.end(), i);
+  for (const auto& idx : in_order_batches(n, batch))
     batches.push_back(make_batch(enc, idx, pad_id, /*padding_free=*/true));
-  }
   loom::precision::fp8_recipe recipe;
   recipe.amax_history = static_cast<int>(std::min<std::size_t>(batches.size(), 1024));
   r.calibrate_fp8(batches, recipe);
