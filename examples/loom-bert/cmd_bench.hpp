@@ -30,6 +30,7 @@ struct bench_options {
   bool no_graph = false;
   bool train = false, recompute = false;
   int lora_r = 0;
+  int grad_accum = 1;
   float max_grad_norm = 0;
   std::string parallel = "none";
   double bucket_mb = 25;
@@ -125,6 +126,7 @@ inline void run_bench(const bench_options& o) {
         t.batch = B;
         t.seq = S;
         t.steps = o.iters;
+        t.grad_accum = o.grad_accum;
         t.recompute = o.recompute;
         t.lora_r = o.lora_r;
         t.max_grad_norm = o.max_grad_norm;
@@ -193,6 +195,9 @@ inline void register_bench(CLI::App& app) {
   sub->add_flag("--train", o->train, "time training steps (forward, backward, AdamW) instead of inference");
   sub->add_flag("--recompute", o->recompute, "with --train: recompute activations in backward");
   sub->add_option("--lora-r", o->lora_r, "with --train: LoRA rank (0: full fine-tuning)")->check(sign_check(false));
+  sub->add_option("--grad-accum", o->grad_accum,
+                  "with --train: micro-batches of --batch rows per optimizer step (data parallel: one reduction)")
+      ->capture_default_str()->check(sign_check(true));
   sub->add_option("--max-grad-norm", o->max_grad_norm,
                   "with --train: clip the global gradient norm every step (default 0: no clipping, as hf_bert.py)")
       ->check(sign_check(false));

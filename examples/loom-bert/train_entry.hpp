@@ -17,6 +17,7 @@ struct train_bench_options {
   std::string name, precision = "bf16", device = "cuda";
   std::int64_t batch = 32, seq = 128;
   int steps = 20;
+  int grad_accum = 1;  ///< micro-batches of `batch` rows per optimizer step (per rank)
   bool recompute = false;
   int lora_r = 0;
   float max_grad_norm = 0;  ///< > 0: global-norm clipping in every step (hf_bert.py's step has none)

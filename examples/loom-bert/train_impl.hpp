@@ -3,6 +3,7 @@
 // Runs a whole fine-tuning for one (precision, device); included only by the train_*.cpp/.cu translation units.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -117,11 +118,16 @@ void run_train_bench(const train_bench_options& o) {
   const loom::bert::batch<Device> b{loom::to<Device>(ids), loom::to<Device>(types), loom::to<Device>(lengths),
                                     loom::to<Device>(labels)};
   std::int64_t step = 0;
-  auto one_step = [&] {
-    m.forward_loss(b, loom::bert::mode::training, 1, static_cast<std::uint64_t>(step));
-    m.parallel().set_sync(true);
-    m.backward(b);
-    m.parallel().finish_gradients();
+  const int accum = o.grad_accum;
+  // One optimizer step over `accum` micro-batches (the buckets reduce in the last backward only, as the trainer
+  // does). reduce = false skips the gradient reduction (plain data parallelism only): the step's compute alone.
+  auto one_step = [&](bool reduce = true) {
+    for (int i = 0; i < accum; ++i) {
+      m.forward_loss(b, loom::bert::mode::training, 1, static_cast<std::uint64_t>(step), i * o.batch);
+      m.parallel().set_sync(reduce && i + 1 == accum);
+      m.backward(b, i == 0 ? loom::grad_mode::overwrite : loom::grad_mode::accumulate, 1.0f / static_cast<float>(accum));
+    }
+    if (reduce) m.parallel().finish_gradients();
     if (o.max_grad_norm > 0) loom::optim::clip_grad_norm(opt, o.max_grad_norm);
     opt.step(2e-5);
     m.parallel().finish_step();
@@ -132,6 +138,13 @@ void run_train_bench(const train_bench_options& o) {
     if constexpr (std::is_same_v<Device, loom::cuda>) LOOM_CUDA_CHECK(cudaStreamSynchronize(loom::current_stream()));
 #endif
   };
+  auto seconds_per = [&](int n, auto&& what) {
+    sync();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) what();
+    sync();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / n;
+  };
   int dev = -1;  // the host's counters, or this rank's GPU (under mpirun each rank uses its node-local one)
 #if LOOM_HAS_CUDA_RUNTIME
   if constexpr (std::is_same_v<Device, loom::cuda>) LOOM_CUDA_CHECK(cudaGetDevice(&dev));
@@ -139,33 +152,44 @@ void run_train_bench(const train_bench_options& o) {
   for (int i = 0; i < 3; ++i) one_step();  // warm-up: activation buffers, cuBLASLt plans, optimizer state
   sync();
   loom::reset_peak_memory(dev);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < o.steps; ++i) one_step();
-  sync();
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.steps;
+  const double secs = seconds_per(o.steps, [&] { one_step(); });
+  const std::int64_t rows = o.batch * accum;  // per rank and optimizer step
   // Per GPU: a tensor-parallel group computes one replica's step together.
-  const double tflops = loom::bert::training_flops(o.config, o.seq) * static_cast<double>(o.batch) / secs / 1e12 /
+  const double tflops = loom::bert::training_flops(o.config, o.seq) * static_cast<double>(rows) / secs / 1e12 /
                         m.parallel().tensor_size();
   const double peak_gib = static_cast<double>(loom::get_memory_stats(dev).peak_bytes) / (1ull << 30);
   const float loss = loom::to<loom::host>(m.loss())();
   // The optimizer step alone (on the GPU, or on the CPU when offloaded): its throughput in parameters/s.
-  const int opt_steps = 5;
-  const auto o0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < opt_steps; ++i) opt.step(2e-5);
-  sync();
-  const double opt_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - o0).count() / opt_steps;
+  const double opt_secs = seconds_per(5, [&] { opt.step(2e-5); });
   double stepped = 0;  // this rank's share
   for (const auto& c : opt.chunks()) stepped += c.count;
+  // How much of the gradient all-reduce backward hides (plain data parallelism: ZeRO-2/3 reduce inside every
+  // backward and cannot be left out). reduce_ms: every bucket reduced back to back with nothing else running;
+  // exposed: the step with the reduction minus the step without it. Ranks time their own; the slowest decides.
+  char overlap[256] = "";
+  if (m.parallel().active() && m.parallel().stage() == 0) {
+    const double compute_secs = seconds_per(o.steps, [&] { one_step(false); });
+    const double reduce_secs = seconds_per(10, [&] {
+      m.parallel().set_sync(true);
+      m.parallel().finish_gradients();  // no backward ran: launches every bucket
+    });
+    const double exposed = std::max(0.0, secs - compute_secs);
+    std::snprintf(overlap, sizeof overlap,
+                  ", \"buckets\": %zu, \"bucket_mb\": %g, \"no_reduce_step_ms\": %.3f, \"reduce_ms\": %.3f, "
+                  "\"exposed_reduce_ms\": %.3f, \"hidden_share\": %.3f",
+                  m.parallel().buckets().size(), o.bucket_mb, compute_secs * 1e3, reduce_secs * 1e3, exposed * 1e3,
+                  reduce_secs > 0 ? std::clamp(1.0 - exposed / reduce_secs, 0.0, 1.0) : 1.0);
+  }
   std::printf("{\"kind\": \"train\", \"impl\": \"loom\", \"model\": \"%s\", \"batch\": %lld, \"seq\": %lld, "
               "\"dtype\": \"%s\", \"recompute\": %s, \"lora_r\": %d, \"max_grad_norm\": %g, \"parallel\": \"%s\", "
               "\"offload\": \"%s\", \"step_ms\": %.3f, \"seq_per_s\": %.1f, \"tflops\": %.1f, \"mfu_h100\": %.3f, "
               "\"peak_gib\": %.3f, \"loss\": %.4f, \"optimizer_ms\": %.3f, \"optimizer_params_per_s\": %.4g, "
-              "\"optimizer_on\": \"%s\", \"optimizer_threads\": %u}\n",
+              "\"optimizer_on\": \"%s\", \"optimizer_threads\": %u, \"grad_accum\": %d%s}\n",
               o.name.c_str(), static_cast<long long>(o.batch), static_cast<long long>(o.seq), o.precision.c_str(),
               o.recompute ? "true" : "false", o.lora_r, static_cast<double>(o.max_grad_norm), o.parallel.c_str(),
-              o.offload.c_str(), secs * 1e3, static_cast<double>(o.batch) / secs, tflops, tflops / 989.0, peak_gib,
+              o.offload.c_str(), secs * 1e3, static_cast<double>(rows) / secs, tflops, tflops / 989.0, peak_gib,
               static_cast<double>(loss), opt_secs * 1e3, stepped / opt_secs,
-              opt.offloaded() ? "cpu" : Device::name.data(), opt.offload_threads());
+              opt.offloaded() ? "cpu" : Device::name.data(), opt.offload_threads(), accum, overlap);
   flush_stdout();
 }
 

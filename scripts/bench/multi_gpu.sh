@@ -109,6 +109,12 @@ SERVE_LOAD=${SERVE_LOAD:-$ROOT/.devrun/bin/serve_load}
 REQUESTS_SERVE=${REQUESTS_SERVE:-50000}
 SERVE_MODEL=${SERVE_MODEL:-}
 TIME_LIMIT=${TIME_LIMIT:-560}
+NCCL_TESTS=${NCCL_TESTS:-$ROOT/.devrun/bin/gpu_nccl_tests}
+BF16_RTOL=${BF16_RTOL:-}
+BF16_SHARE=${BF16_SHARE:-0.5}
+ACCUM=${ACCUM:-4}
+BUCKETS=${BUCKETS:-5 25 100}
+SIGNAL_MODES=${SIGNAL_MODES:-dp zero3}
 W=${OUT:-$(mktemp -d)}
 mkdir -p "$W"
 JSONL=$W/multi_gpu.jsonl
@@ -176,8 +182,48 @@ counts_within() {
 read -r -a RUN_COUNTS <<<"$(counts_within | xargs)"
 # The fits' rank counts: by default the largest run (ZeRO's savings grow with the ranks), "" none.
 FIT_COUNTS=${FIT_COUNTS-$(printf '%s\n' "${RUN_COUNTS[@]}" | sort -n | tail -n 1)}
+# (a) in bf16: by default on the largest rank count only (each mode's fp32 run covers every count).
+BF16_COUNTS=${BF16_COUNTS-$(printf '%s\n' "${RUN_COUNTS[@]}" | sort -n | tail -n 1)}
 
 status=0
+
+# (0) NCCL: the communicator suite (tests/gpu/nccl_collectives_test.cu: every collective, dtype and size, on the
+# communicator's stream and split groups) under mpirun with one rank per GPU, for each rank count.
+nccl_tests() {
+  local n ok
+  echo "== (0) NCCL communicator tests: $NCCL_TESTS on ${RUN_COUNTS[*]} rank(s) =="
+  if [ ! -x "$NCCL_TESTS" ]; then
+    echo "multi_gpu: no NCCL test program at $NCCL_TESTS (stage build/tests/gpu/gpu_nccl_tests)"
+    status=1
+    return
+  fi
+  for n in "${RUN_COUNTS[@]}"; do
+    ok=true
+    timeout 300 "${MPIRUN[@]}" -np "$n" "$NCCL_TESTS" --use-colour no >"$W/nccl.$n.log" 2>&1 ||
+      { ok=false; status=1; }
+    echo "NCCL tests on $n rank(s): $($ok && echo pass || echo FAIL); rank 0: $(grep -m1 -E 'All tests passed|test cases' \
+      "$W/nccl.$n.log")"
+    printf '{"kind": "nccl_tests", "ranks": %d, "pass": %s, "summary": "%s"}\n' "$n" "$ok" \
+      "$(grep -m1 -E 'All tests passed|test cases' "$W/nccl.$n.log" | tr -d '"')" >>"$JSONL"
+  done
+}
+
+# (a') A rank killed (SIGKILL) or stopped (SIGSTOP) on NCCL: tests/cli/dp_cases.sh's kill and hang cases with
+# --device cuda (2 ranks, SIGNAL_MODES): every rank ends within its bound (60 s; --comm-timeout 5 + 25 s), the
+# stopped rank's peers naming it.
+signals() {
+  local c ok
+  echo "== (a') kill and hang on NCCL: dp_cases.sh kill/hang --device cuda, modes $SIGNAL_MODES =="
+  for c in kill hang; do
+    ok=true
+    DP_DEVICE=cuda DP_SIGNAL_MODES=$SIGNAL_MODES timeout 400 bash "$ROOT/tests/cli/dp_cases.sh" "$c" "$LOOM_BERT" \
+      "$W/signal.$c" >"$W/signal.$c.log" 2>&1 || { ok=false; status=1; }
+    sed 's/^/  /' "$W/signal.$c.log" | tail -n 8
+    printf '{"kind": "signal", "case": "%s", "modes": "%s", "pass": %s}\n' "$c" "$SIGNAL_MODES" "$ok" >>"$JSONL"
+    # Keep the runs' logs (every rank's error lines), not their checkpoints.
+    find "$W/signal.$c" -mindepth 1 -maxdepth 1 -type d -exec rm -rf {} +
+  done
+}
 
 # eq_run REF MODE N MODEL ARGS...: MODE's run on N ranks (ARGS: train's flags but --batch-size, --parallel and
 # --output), the global batch (equivalence's) dealt over its replicas (N / tp_size MODE), its final parameters compared
@@ -189,52 +235,65 @@ eq_run() {
   tensor=$(tp_size "$mode")
   replicas=$((n / tensor))
   mode_flags "$mode"
-  local run=eq.$MODE_TAG.$n
+  local run=eq.$EQ_PREC.$MODE_TAG.$n
   if ! "${MPIRUN[@]}" -np "$n" "$LOOM_BERT" "$@" --batch-size $((global / replicas)) "${MODE_FLAGS[@]}" \
     --output "$W/$run" >"$W/$run.log" 2>&1; then
     echo "multi_gpu: the $mode run on $n ranks failed: $(grep -m1 'error' "$W/$run.log" || tail -n 3 "$W/$run.log")"
     status=1
     return
   fi
-  local verdict=pass report
-  # The attention key biases are held to the run's summed learning rates (steps x lr) instead, as in
-  # tests/cli/dp_cases.sh: their gradient is 0 in exact arithmetic, so Adam turns rounding noise into lr-sized
-  # steps.
-  report=$(python3 "$ROOT/scripts/compare_safetensors.py" "$W/$ref/checkpoint-$steps/model.safetensors" \
-    "$W/$run/checkpoint-$steps/model.safetensors" --rtol "$RTOL" --noise 'attention\.self\.key\.bias' \
-    --noise-atol "$(python3 -c "print($steps * $lr)")") || verdict=fail
+  local verdict=pass report tol=$RTOL
+  if [ "$EQ_PREC" = fp32 ]; then
+    # The attention key biases are held to the run's summed learning rates (steps x lr) instead, as in
+    # tests/cli/dp_cases.sh: their gradient is 0 in exact arithmetic, so Adam turns rounding noise into lr-sized
+    # steps.
+    report=$(python3 "$ROOT/scripts/compare_safetensors.py" "$W/$ref/checkpoint-$steps/model.safetensors" \
+      "$W/$run/checkpoint-$steps/model.safetensors" --rtol "$RTOL" --noise 'attention\.self\.key\.bias' \
+      --noise-atol "$(python3 -c "print($steps * $lr)")") || verdict=fail
+  else
+    # 16 bits: the loss curve, step by step, within bf16's resolution of one GPU's: BF16_SHARE of the worst
+    # difference between one GPU's bf16 and fp32 curves (the fp32 reference of the same call), or BF16_RTOL.
+    local exact=$W/${ref%.*}.fp32/metrics.jsonl curve_tol=(--rtol "$BF16_RTOL")
+    [ -n "$BF16_RTOL" ] || curve_tol=(--resolution "$exact" --share "$BF16_SHARE")
+    report=$(python3 "$ROOT/scripts/compare_loss_curves.py" "$W/$ref/metrics.jsonl" "$W/$run/metrics.jsonl" \
+      "${curve_tol[@]}") || verdict=fail
+    tol=$(sed -n 's/.*rtol \([^ ;)]*\).*/\1/p' <<<"$report")
+  fi
   [ $verdict = pass ] || status=1
-  echo "$mode, $n ranks vs 1 GPU: $verdict; $report"
+  echo "$mode, $EQ_PREC, $n ranks vs 1 GPU: $verdict; $report"
   local worst
   worst=$(sed -n 's/.*worst relative difference \([^ ]*\) .*/\1/p' <<<"$report" | head -n 1)
   {
     printf '{"kind": "equivalence", "mode": "%s", "ranks": %d, "tensor": %d, "replicas": %d, "model": "%s", ' \
       "$mode" "$n" "$tensor" "$replicas" "$model"
     printf '"global_batch": %d, "batch_per_replica": %d, "steps": %d, ' $global $((global / replicas)) $steps
-    printf '"precision": "fp32", "rtol": %s, "worst_rel": %s, "pass": %s}\n' "$RTOL" "${worst:-null}" \
+    printf '"precision": "%s", "compared": "%s", "rtol": %s, "worst_rel": %s, "pass": %s}\n' "$EQ_PREC" \
+      "$([ "$EQ_PREC" = fp32 ] && echo parameters || echo loss_curve)" "$tol" "${worst:-null}" \
       "$([ $verdict = pass ] && echo true || echo false)"
   } >>"$JSONL"
 }
 
+# equivalence: (a) in EQ_PREC (fp32: the final parameters within RTOL; bf16: the loss curves within BF16_RTOL) on the
+# rank counts EQ_COUNTS.
 equivalence() {
   local global=16 steps=20 lr=3e-4 n mode tensor
   head -n 401 "$ROOT/data/sst2-sample/train.tsv" >"$W/train.tsv"
   head -n 65 "$ROOT/data/sst2-sample/dev.tsv" >"$W/dev.tsv"
   local data=(--train "$W/train.tsv" --dev "$W/dev.tsv" --text-column sentence
-    --max-seq-len 64 --log-every 5 --lr "$lr" --warmup-ratio 0.1 --device cuda --precision fp32
+    --max-seq-len 64 --log-every 1 --lr "$lr" --warmup-ratio 0.1 --device cuda --precision "$EQ_PREC"
     --save-total-limit 0 --max-steps "$steps" --eval-every "$steps")
   local common=(train --model "$MODEL" "${data[@]}")
-  echo "== (a) equivalence: fp32, $steps steps, global batch $global, dropout as in $MODEL/config.json," \
+  echo "== (a) equivalence: $EQ_PREC on ${EQ_COUNTS[*]} ranks, $steps steps, global batch $global, dropout as in $MODEL/config.json," \
     "modes $ALL_MODES${TP_MODES:+; tensor parallel $TP_MODES (from scratch: tiny_a, intermediate_size 64)} =="
-  if ! CUDA_VISIBLE_DEVICES=0 "$LOOM_BERT" "${common[@]}" --batch-size $global --output "$W/eq1" \
-    >"$W/eq1.log" 2>&1; then
-    echo "multi_gpu: the 1-GPU run failed: $(tail -n 3 "$W/eq1.log")"
+  if ! CUDA_VISIBLE_DEVICES=0 "$LOOM_BERT" "${common[@]}" --batch-size $global --output "$W/eq1.$EQ_PREC" \
+    >"$W/eq1.$EQ_PREC.log" 2>&1; then
+    echo "multi_gpu: the 1-GPU $EQ_PREC run failed: $(tail -n 3 "$W/eq1.$EQ_PREC.log")"
     status=1
   else
     for mode in $ALL_MODES; do
-      for n in "${RUN_COUNTS[@]}"; do
+      for n in "${EQ_COUNTS[@]}"; do
         [ "$n" -gt 1 ] || continue
-        eq_run eq1 "$mode" "$n" "$MODEL" "${common[@]}"
+        eq_run "eq1.$EQ_PREC" "$mode" "$n" "$MODEL" "${common[@]}"
       done
     done
   fi
@@ -250,15 +309,15 @@ equivalence() {
     status=1
     return
   fi
-  if ! CUDA_VISIBLE_DEVICES=0 "$LOOM_BERT" "${scratch[@]}" --batch-size $global --output "$W/eqtp1" \
-    >"$W/eqtp1.log" 2>&1; then
-    echo "multi_gpu: the 1-GPU run from scratch (for $TP_MODES) failed: $(tail -n 3 "$W/eqtp1.log")"
+  if ! CUDA_VISIBLE_DEVICES=0 "$LOOM_BERT" "${scratch[@]}" --batch-size $global --output "$W/eqtp1.$EQ_PREC" \
+    >"$W/eqtp1.$EQ_PREC.log" 2>&1; then
+    echo "multi_gpu: the 1-GPU $EQ_PREC run from scratch (for $TP_MODES) failed: $(tail -n 3 "$W/eqtp1.$EQ_PREC.log")"
     status=1
     return
   fi
   for mode in $TP_MODES; do
     tensor=$(tp_size "$mode")
-    for n in "${RUN_COUNTS[@]}"; do
+    for n in "${EQ_COUNTS[@]}"; do
       # One rank only for tp1 (a group of one: the split code path); tpN needs a multiple of N ranks.
       [ "$n" -gt 1 ] || [ "$tensor" = 1 ] || continue
       if [ $((n % tensor)) != 0 ]; then
@@ -270,7 +329,7 @@ equivalence() {
           "replicas"
         continue
       fi
-      eq_run eqtp1 "$mode" "$n" tp_tiny "${scratch[@]}"
+      eq_run "eqtp1.$EQ_PREC" "$mode" "$n" tp_tiny "${scratch[@]}"
     done
   done
 }
@@ -283,23 +342,43 @@ scaling() {
     "${MPIRUN[@]}" -np "$n" "$LOOM_BERT" bench --train --parallel dp --device cuda --precision bf16 --batch 64 \
       --seq 128 --iters "$ITERS" >"$W/loom.$n.out" 2>"$W/loom.$n.log" ||
       echo "multi_gpu: loom on $n ranks failed: $(grep -m1 error "$W/loom.$n.log" || tail -n 2 "$W/loom.$n.log")"
+    # Gradient accumulation: ACCUM micro-batches of 64 per optimizer step, one reduction.
+    "${MPIRUN[@]}" -np "$n" "$LOOM_BERT" bench --train --parallel dp --device cuda --precision bf16 --batch 64 \
+      --seq 128 --iters "$ITERS" --grad-accum "$ACCUM" >"$W/loom.acc.$n.out" 2>"$W/loom.acc.$n.log" ||
+      echo "multi_gpu: loom --grad-accum $ACCUM on $n ranks failed: $(grep -m1 error "$W/loom.acc.$n.log")"
     # PyTorch DDP: rank 0 prints one line for all GPUs.
     PYTHONUNBUFFERED=1 timeout 300 python3 -m torch.distributed.run --standalone --nproc_per_node "$n" "$HF_DDP" \
       --batch 64 --seq 128 --iters "$ITERS" >"$W/torch.$n.out" 2>"$W/torch.$n.log" ||
       echo "multi_gpu: PyTorch DDP on $n GPU(s) failed: $(tail -n 2 "$W/torch.$n.log")"
   done
+  # The bucket-size sweep on the most ranks (the default, 25 MB, is the table's run above).
+  local top=${RUN_COUNTS[-1]} mb
+  for mb in $BUCKETS; do
+    [ "$mb" != 25 ] || continue
+    "${MPIRUN[@]}" -np "$top" "$LOOM_BERT" bench --train --parallel dp --device cuda --precision bf16 --batch 64 \
+      --seq 128 --iters "$ITERS" --bucket-mb "$mb" >"$W/loom.bucket$mb.$top.out" 2>"$W/loom.bucket$mb.$top.log" ||
+      echo "multi_gpu: loom --bucket-mb $mb on $top ranks failed: $(grep -m1 error "$W/loom.bucket$mb.$top.log")"
+  done
   # One process without --parallel: what the data-parallel machinery costs at one rank.
   CUDA_VISIBLE_DEVICES=0 "$LOOM_BERT" bench --train --device cuda --precision bf16 --batch 64 --seq 128 \
     --iters "$ITERS" >"$W/loom.plain.out" 2>"$W/loom.plain.log" || echo "multi_gpu: loom without --parallel failed"
-  BENCH_DIR=$ROOT/scripts/bench python3 - "$W" "$JSONL" "${RUN_COUNTS[@]}" <<'PY'
+  BENCH_DIR=$ROOT/scripts/bench ACCUM=$ACCUM BUCKETS=$BUCKETS python3 - "$W" "$JSONL" "${RUN_COUNTS[@]}" <<'PY'
 import json, os, sys
 
 sys.path.insert(0, os.environ["BENCH_DIR"])
 from train_lines import train_lines
 
 w, jsonl, counts = sys.argv[1], sys.argv[2], [int(c) for c in sys.argv[3:]]
+accum = int(os.environ["ACCUM"])
 
 
+def overlap(lines):
+    """The ranks' reduction figures: the slowest rank's step, reduction and exposed time; the least hidden share."""
+    if not lines or any("reduce_ms" not in j for j in lines):
+        return {}
+    return {"step_ms": max(j["step_ms"] for j in lines), "no_reduce_step_ms": max(j["no_reduce_step_ms"] for j in lines),
+            "reduce_ms": max(j["reduce_ms"] for j in lines), "exposed_reduce_ms": max(j["exposed_reduce_ms"] for j in lines),
+            "hidden_share": min(j["hidden_share"] for j in lines), "buckets": lines[0]["buckets"]}
 
 
 rows = []
@@ -313,7 +392,11 @@ for n in counts:
     rows.append({"kind": "scaling", "ranks": n, "batch_per_rank": 64, "seq": 128, "dtype": "bf16",
                  "loom_seq_per_s_per_rank": per_rank, "loom_seq_per_s": total,
                  "loom_step_ms": max(j["step_ms"] for j in loom) if len(loom) == n else None,
-                 "torch_seq_per_s_per_gpu": t_per, "torch_seq_per_s": t_total})
+                 "torch_seq_per_s_per_gpu": t_per, "torch_seq_per_s": t_total, "overlap": overlap(loom)})
+    acc = train_lines(f"{w}/loom.acc.{n}.out")
+    rows[-1]["accum"] = accum
+    rows[-1]["loom_accum_seq_per_s_per_rank"] = sum(j["seq_per_s"] for j in acc) / n if len(acc) == n else None
+    rows[-1]["accum_overlap"] = overlap(acc) if len(acc) == n else {}
 one = {r["ranks"]: r for r in rows}.get(1)
 for r in rows:
     n = r["ranks"]
@@ -323,7 +406,14 @@ for r in rows:
                             if one and one["loom_seq_per_s"] and r["loom_seq_per_s"] else None)
     r["torch_efficiency"] = (r["torch_seq_per_s"] / (n * one["torch_seq_per_s"])
                              if one and one["torch_seq_per_s"] and r["torch_seq_per_s"] else None)
+    r["loom_accum_efficiency"] = (r["loom_accum_seq_per_s_per_rank"] / one["loom_accum_seq_per_s_per_rank"]
+                                  if one and one.get("loom_accum_seq_per_s_per_rank")
+                                  and r["loom_accum_seq_per_s_per_rank"] else None)
 plain = train_lines(f"{w}/loom.plain.out")
+if plain:
+    for r in rows:
+        r["loom_per_rank_over_plain"] = (r["loom_seq_per_s_per_rank"] / plain[0]["seq_per_s"]
+                                         if r["loom_seq_per_s_per_rank"] else None)
 
 
 def f(v, spec):
@@ -338,6 +428,35 @@ for r in rows:
           f"| {f(r['torch_seq_per_s_per_gpu'], '.1f')} | {f(r['torch_seq_per_s'], '.1f')} "
           f"| {f(r['loom_over_torch'], '.3f')} | {f(r['loom_efficiency'], '.3f')} "
           f"| {f(r['torch_efficiency'], '.3f')} |")
+print(f"\nper-rank throughput over loom's one-GPU figure, and how much of the gradient all-reduce backward hides "
+      f"(slowest rank; reduce: every bucket alone, back to back; exposed: step - step without the reduction)")
+print("| ranks | per rank / 1-GPU dp | per rank / plain | reduce ms | exposed ms | hidden | "
+      f"accum {accum}: seq/s per rank | efficiency | exposed ms | hidden |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for r in rows:
+    o, a = r["overlap"], r["accum_overlap"]
+    print(f"| {r['ranks']} | {f(r['loom_efficiency'], '.3f')} | {f(r.get('loom_per_rank_over_plain'), '.3f')} "
+          f"| {f(o.get('reduce_ms'), '.2f')} | {f(o.get('exposed_reduce_ms'), '.2f')} | {f(o.get('hidden_share'), '.2f')} "
+          f"| {f(r['loom_accum_seq_per_s_per_rank'], '.1f')} | {f(r['loom_accum_efficiency'], '.3f')} "
+          f"| {f(a.get('exposed_reduce_ms'), '.2f')} | {f(a.get('hidden_share'), '.2f')} |")
+top = counts[-1]
+sweep = []
+for mb in [float(b) for b in os.environ["BUCKETS"].split()]:
+    lines = train_lines(f"{w}/loom.{top}.out" if mb == 25 else f"{w}/loom.bucket{mb:g}.{top}.out")
+    if len(lines) == top:
+        sweep.append({"kind": "bucket_sweep", "ranks": top, "bucket_mb": mb,
+                      "loom_seq_per_s_per_rank": sum(j["seq_per_s"] for j in lines) / top, **overlap(lines)})
+if sweep:
+    print(f"\nbucket size on {top} ranks (batch 64 per rank, bf16 gradients reduced in fp32)")
+    print("| bucket MB | buckets | seq/s per rank | step ms | reduce ms | exposed ms | hidden |")
+    print("|---|---|---|---|---|---|---|")
+    for b in sweep:
+        print(f"| {b['bucket_mb']:g} | {b.get('buckets', '-')} | {b['loom_seq_per_s_per_rank']:.1f} "
+              f"| {f(b.get('step_ms'), '.2f')} | {f(b.get('reduce_ms'), '.2f')} | {f(b.get('exposed_reduce_ms'), '.2f')} "
+              f"| {f(b.get('hidden_share'), '.2f')} |")
+with open(jsonl, "a") as out:
+    for b in sweep:
+        out.write(json.dumps(b) + "\n")
 if plain:
     print(f"loom on one GPU without --parallel: {plain[0]['seq_per_s']:.1f} seq/s"
           + (f" (--parallel dp at 1 rank: {one['loom_seq_per_s']:.1f})" if one and one["loom_seq_per_s"] else ""))
@@ -1012,7 +1131,14 @@ print("speed-up: requests/s on N GPUs over 1 GPU's at the same concurrency; not 
 PY
 }
 
-[ "${SKIP_EQUIV:-0}" = 1 ] || equivalence
+[ "${SKIP_NCCL:-0}" = 1 ] || nccl_tests
+if [ "${SKIP_EQUIV:-0}" != 1 ]; then
+  read -r -a EQ_COUNTS <<<"${RUN_COUNTS[*]}"
+  EQ_PREC=fp32 equivalence
+  read -r -a EQ_COUNTS <<<"$BF16_COUNTS"
+  EQ_PREC=bf16 equivalence
+fi
+[ "${SKIP_SIGNALS:-0}" = 1 ] || signals
 [ "${SKIP_SCALING:-0}" = 1 ] || scaling
 [ "${SKIP_ZERO:-0}" = 1 ] || zero
 [ "${SKIP_TP:-0}" = 1 ] || tensor_parallel

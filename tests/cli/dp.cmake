@@ -7,7 +7,7 @@ if(NOT LOOM_MPIRUN OR NOT LOOM_PYTHON3)
   message(STATUS "loom: mpirun or python3 missing, the data-parallel CLI tests are not registered")
   return()
 endif()
-foreach(c equivalence world1 resize preempt kill hang mismatch reshard offload ckptfault tp)
+foreach(c equivalence world1 resize preempt kill hang mismatch reshard offload ckptfault tp bench)
   add_test(NAME cli_dp_${c} COMMAND ${LOOM_CLI_BASH} ${CMAKE_CURRENT_LIST_DIR}/dp_cases.sh ${c} ${LOOM_CLI_EXE}
                                     ${LOOM_CLI_WORK}/dp_${c})
   # The equivalence case runs 13 short trainings; RUN_SERIAL: ranks oversubscribe the cores already.

@@ -24,6 +24,7 @@
 #   ckptfault    the same while a checkpoint is written every step (zero1, zero3 + offload): the job ends, and every
 #                checkpoint left in --output is whole (all the shard files its trainer_state.json lists), `latest`
 #                names one, and --resume continues from it
+#   bench        bench --train --grad-accum on 2 ranks (dp) and one process: rows per step, the reduction figures
 #   mismatch     ranks started with different flags (--seed) are refused before training: exit 2, one line naming the rank
 #                and the flag; no checkpoint is written
 #   reshard      a zero3 checkpoint of 4 ranks (4 optimizer shards) resumes at 2 ranks with zero3, zero2, zero1 and dp,
@@ -47,7 +48,7 @@ grep -q '"hidden_dropout_prob": 0.0' "$W/no_dropout/config.json" || fail "could 
 # common MODEL: the flags every run shares (global batch = --batch-size x ranks x --grad-accum).
 common() {
   echo train --model "$W/$1" --train "$W/train.tsv" --dev "$W/dev.tsv" --text-column sentence --max-seq-len 32 \
-    --log-every 1 --lr 3e-4 --warmup-ratio 0.1 --device cpu --save-total-limit 0
+    --log-every 1 --lr 3e-4 --warmup-ratio 0.1 --device "${DP_DEVICE:-cpu}" --save-total-limit 0
 }
 
 # run LOG [mpirun -np N] loom-bert ARGS...: must succeed.
@@ -151,7 +152,7 @@ tp_model() {
 tp_common() {
   echo train --config "$W/scratch/config.json" --vocab "$ROOT/tests/fixtures/bert/tiny_a/vocab.txt" \
     --train "$W/train.tsv" --dev "$W/dev.tsv" --text-column sentence --max-seq-len 32 --log-every 1 --lr 3e-4 \
-    --warmup-ratio 0.1 --device cpu --save-total-limit 0
+    --warmup-ratio 0.1 --device "${DP_DEVICE:-cpu}" --save-total-limit 0
 }
 
 case_tp() {
@@ -393,10 +394,11 @@ signal_rank1() {
   [ $RC != 0 ] || fail "the job survived SIG$sig to rank 1 with exit 0"
 }
 
-# With dp (all-reduces) and zero1-3 (reduce-scatters and all-gathers).
+# With dp (all-reduces) and zero1-3 (reduce-scatters and all-gathers); DP_SIGNAL_MODES picks some, DP_DEVICE=cuda runs
+# them on NCCL (scripts/bench/multi_gpu.sh).
 case_kill() {
   local mode
-  for mode in dp zero1 zero2 zero3; do
+  for mode in ${DP_SIGNAL_MODES:-dp zero1 zero2 zero3}; do
     signal_rank1 KILL $mode "$W/k.$mode"
     [ $TOOK -le 60 ] || fail "$mode: the job took $TOOK s to end after rank 1 was killed"
     echo "dp_cases kill: $mode: rank 1 SIGKILLed -> the job ended with status $RC after $TOOK s"
@@ -405,9 +407,17 @@ case_kill() {
 
 case_hang() {
   local mode
-  for mode in dp zero1 zero2 zero3; do
+  for mode in ${DP_SIGNAL_MODES:-dp zero1 zero2 zero3}; do
     signal_rank1 STOP $mode "$W/h.$mode" --comm-timeout 5
     [ $TOOK -le 30 ] || fail "$mode: the job took $TOOK s to end after rank 1 stopped (--comm-timeout 5)"
+    if [ "${DP_DEVICE:-cpu}" = cuda ]; then
+      # NCCL: rank 0's watchdog gives up on the GPU collective (its host thread is blocked behind it, so no peer can
+      # be asked where it is): the line names rank 0, the collective and the step.
+      grep -Eq "^loom: rank 0: NCCL [a-z_]+ .*\(step [0-9]+\) did not complete within 5 s; aborting" \
+        "$W/h.$mode.log" || fail "$mode: no watchdog line of rank 0 naming the collective and the step: $(cat "$W/h.$mode.log")"
+      echo "dp_cases hang: $mode: rank 1 stopped -> rank 0 ended after $TOOK s: $(grep -m1 'rank 0: NCCL' "$W/h.$mode.log")"
+      continue
+    fi
     grep -Eq "^loom-bert: error: rank 0: .*step [0-9]+.*rank 1 does not respond" "$W/h.$mode.log" ||
       fail "$mode: the error does not name rank 0, the step and rank 1: $(grep error "$W/h.$mode.log")"
     echo "dp_cases hang: $mode: rank 1 stopped -> rank 0 ended after $TOOK s:" \
@@ -464,6 +474,34 @@ case_ckptfault() {
     echo "dp_cases ckptfault: $spec: SIG$sig to rank 1 -> the job ended with status $rc after $took s;" \
       "$(ls -d "$out"/checkpoint-* | wc -l) whole checkpoint(s) left, latest $(cat "$out/latest"), resumed"
   done
+}
+
+# bench --train under mpirun: --grad-accum counts each rank's micro-batches in its rows per step, and data parallelism
+# reports its reduction (every bucket alone, the step without it, what backward hides); one process reports none.
+case_bench() {
+  local args=(bench --train --config "$W/dropout/config.json" --device "${DP_DEVICE:-cpu}" --precision fp32
+    --batch 2 --seq 8 --iters 2 --grad-accum 3)
+  "${MPIRUN[@]}" -np 2 "$LOOM_BERT" "${args[@]}" --parallel dp --bucket-mb 0.01 >"$W/dp.out" 2>"$W/dp.log" ||
+    fail "bench --train --parallel dp failed: $(tail -n 3 "$W/dp.log")"
+  "$LOOM_BERT" "${args[@]}" >"$W/one.out" 2>"$W/one.log" || fail "bench --train failed: $(tail -n 3 "$W/one.log")"
+  python3 - "$W/dp.out" "$W/one.out" <<'PY' || fail "the bench lines are wrong (above)"
+import json, sys
+dp = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+one = [json.loads(l) for l in open(sys.argv[2]) if l.startswith("{")]
+assert len(dp) == 2 and len(one) == 1, (len(dp), len(one))
+for j in dp + one:
+    assert j["grad_accum"] == 3, j
+    # rows per optimizer step: batch 2 x 3 micro-batches
+    assert abs(j["seq_per_s"] * j["step_ms"] / 1e3 - 6) < 0.01, j
+for j in dp:
+    assert j["buckets"] >= 2 and j["bucket_mb"] == 0.01, j
+    assert j["reduce_ms"] > 0 and j["no_reduce_step_ms"] > 0 and j["exposed_reduce_ms"] >= 0, j
+    assert 0 <= j["hidden_share"] <= 1, j
+assert "reduce_ms" not in one[0], one[0]
+PY
+  refused "$W/zero.log" "--grad-accum: must be positive, got 0" "$LOOM_BERT" "${args[@]}" --grad-accum 0
+  echo "dp_cases bench: --grad-accum 3 on 2 ranks: $(grep -o '"step_ms[^,]*,' "$W/dp.out" | head -n 1)" \
+    "$(grep -o '"buckets.*' "$W/dp.out" | head -n 1)"
 }
 
 case_mismatch() {
