@@ -1,12 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
-# Third-party packages used by loom's tests, examples and benchmarks (never required by a consumer of loom::loom).
+# Third-party packages: what the core headers include (nlohmann-json, utf8proc, threads: required, loom::loom links
+# them), what the optional components need (MPI, Boost.MPI, cpp-httplib), and the tests', examples' and benchmarks'.
 find_package(Threads REQUIRED)
-find_package(nlohmann_json 3 QUIET)
-find_package(PkgConfig QUIET)
-if(PkgConfig_FOUND)
-  pkg_check_modules(UTF8PROC QUIET IMPORTED_TARGET libutf8proc)
-  pkg_check_modules(HTTPLIB QUIET IMPORTED_TARGET cpp-httplib)  # loom-bert serve
-endif()
+find_package(nlohmann_json 3 REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET GLOBAL libutf8proc)
+pkg_check_modules(HTTPLIB QUIET IMPORTED_TARGET GLOBAL cpp-httplib)  # loom::serve, loom-bert serve
 find_package(CLI11 QUIET CONFIG)
 # CBLAS through OpenBLAS (Debian: libopenblas-dev provides cblas.h and libopenblas.so).
 find_path(LOOM_CBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas)
@@ -67,27 +66,7 @@ function(loom_add_data_test)
   set_tests_properties(${T_NAME} PROPERTIES SKIP_RETURN_CODE 77 LABELS data)
 endfunction()
 
-# loom::mpi: the MPI bootstrap and mpi_communicator (parallel/mpi_world.hpp, mpi_communicator.hpp) through
-# Boost.MPI; loom::nccl: nccl_communicator (parallel/nccl_communicator.hpp). Optional, like everything here.
+# loom::dist's MPI and Boost.MPI (parallel/mpi_world.hpp, mpi_communicator.hpp); its NCCL is found by
+# cmake/FindNCCL.cmake in loomPackage.cmake. Optional, like everything here.
 find_package(MPI QUIET COMPONENTS CXX)
 find_package(Boost 1.71 QUIET COMPONENTS mpi serialization)
-if(MPI_CXX_FOUND AND TARGET Boost::mpi AND NOT TARGET loom_mpi)
-  add_library(loom_mpi INTERFACE)
-  add_library(loom::mpi ALIAS loom_mpi)
-  set_target_properties(loom_mpi PROPERTIES EXPORT_NAME mpi)
-  target_link_libraries(loom_mpi INTERFACE loom Boost::mpi MPI::MPI_CXX)
-  # The C API only: skip the MPI-2 C++ bindings that OpenMPI's and MPICH's mpi.h would otherwise pull in.
-  target_compile_definitions(loom_mpi INTERFACE LOOM_WITH_MPI=1 OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
-endif()
-if(LOOM_CUDA AND NOT TARGET loom_nccl)
-  find_library(LOOM_NCCL_LIBRARY NAMES nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
-  find_path(LOOM_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
-  if(LOOM_NCCL_LIBRARY AND LOOM_NCCL_INCLUDE_DIR)
-    add_library(loom_nccl INTERFACE)
-    add_library(loom::nccl ALIAS loom_nccl)
-    set_target_properties(loom_nccl PROPERTIES EXPORT_NAME nccl)
-    target_link_libraries(loom_nccl INTERFACE loom_cuda ${LOOM_NCCL_LIBRARY})
-    target_include_directories(loom_nccl INTERFACE ${LOOM_NCCL_INCLUDE_DIR})
-    target_compile_definitions(loom_nccl INTERFACE LOOM_WITH_NCCL=1)
-  endif()
-endif()

@@ -72,14 +72,6 @@ void assign(const tensor<T, D>& out, const X& x) {
   }
 }
 
-template <element T, device_tag D>
-template <class Expr>
-  requires(!std::is_same_v<std::remove_cvref_t<Expr>, tensor<T, D>>)
-tensor<T, D>& tensor<T, D>::operator=(const Expr& e) {
-  assign(*this, e);
-  return *this;
-}
-
 /// A new tensor holding the value of `x` (shape of the expression, or of the reduction's result).
 template <class X>
   requires expr::operand<X> || expr::is_reduction<X>::value

@@ -169,10 +169,15 @@ class tensor {
     return {storage_, v};
   }
 
-  /// Evaluates an expression into this tensor's elements (defined in assign.hpp).
+  /// Evaluates an expression into this tensor's elements: loom::assign (assign.hpp), found by argument-dependent
+  /// lookup when this is instantiated. Defined here, not out of line: clang up to 14 matches no out-of-line
+  /// definition of a constrained member template of a class template.
   template <class Expr>
     requires(!std::is_same_v<std::remove_cvref_t<Expr>, tensor>)
-  tensor& operator=(const Expr& e);
+  tensor& operator=(const Expr& e) {
+    assign(*this, e);
+    return *this;
+  }
   tensor& operator=(const tensor&) = default;
   tensor(const tensor&) = default;
   tensor(tensor&&) noexcept = default;
