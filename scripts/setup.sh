@@ -12,6 +12,10 @@ packages=(
   clang libclang-rt-dev
   time  # GNU time: wall time and peak memory of each compile (scripts/tu_times.sh)
 )
+# The newest clang Debian offers (Debian 12: clang-22 from bookworm-security): the installed-package test builds the
+# headers with it (tests/install).
+newest_clang=$(apt-cache search --names-only '^clang-[0-9]+$' 2>/dev/null | awk '{print $1}' | sort -V | tail -n 1)
+[ -z "$newest_clang" ] || packages+=("$newest_clang")
 # Fuzzing runtime: Debian 12 names it per LLVM version (libclang-rt-14-dev); newer releases have the plain name too.
 if ! apt-cache show libclang-rt-dev >/dev/null 2>&1; then
   packages=("${packages[@]/libclang-rt-dev/libclang-rt-14-dev}")

@@ -18,6 +18,8 @@ bash scripts/get_minilm.sh build/models/all-MiniLM-L6-v2 ||
   echo "test.sh: MiniLM weights unavailable, its test skips" >&2
 # Triton's HTTP client (PyPI), for the test that serves it unchanged; without network that test is skipped.
 bash scripts/get_tritonclient.sh build/pyenv || echo "test.sh: tritonclient unavailable, its test skips" >&2
+# Conan 2 (PyPI), for the test that runs `conan create` on the recipe; without network that test is skipped.
+bash scripts/get_conan.sh build/pyenv || echo "test.sh: conan unavailable, its test skips" >&2
 ctest --test-dir build --output-on-failure -j"$jobs"
 # The same unit, CLI and end-to-end tests on the host under AddressSanitizer + UndefinedBehaviorSanitizer (every
 # report is fatal). The install and compile-fail tests only exercise CMake and the compiler, so they run above only.
