@@ -11,6 +11,7 @@ packages=(
   libcpp-httplib-dev curl  # loom-bert serve (HTTP), and its tests
   clang libclang-rt-dev
   time  # GNU time: wall time and peak memory of each compile (scripts/tu_times.sh)
+  doxygen  # the API reference (scripts/docs.sh)
 )
 # The newest clang Debian offers (Debian 12: clang-22 from bookworm-security): the installed-package test builds the
 # headers with it (tests/install).

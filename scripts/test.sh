@@ -23,6 +23,8 @@ bash scripts/get_tritonclient.sh build/pyenv || echo "test.sh: tritonclient unav
 # Conan 2 (PyPI), for the test that runs `conan create` on the recipe; without network that test is skipped.
 bash scripts/get_conan.sh build/pyenv || echo "test.sh: conan unavailable, its test skips" >&2
 ctest --test-dir build --output-on-failure -j"$jobs"
+# The API reference builds without a Doxygen warning.
+bash scripts/docs.sh
 # The same unit, CLI and end-to-end tests on the host under AddressSanitizer + UndefinedBehaviorSanitizer (every
 # report is fatal). The install and compile-fail tests only exercise CMake and the compiler, so they run above only.
 if [ "${LOOM_SANITIZE:-1}" != 0 ]; then

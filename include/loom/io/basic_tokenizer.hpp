@@ -95,7 +95,7 @@ struct basic_scratch {
 /// BERT basic tokenisation, equal to transformers' `BasicTokenizer.tokenize` preceded by the added-token split of
 /// `PreTrainedTokenizer.tokenize` (special tokens found verbatim in the raw text are never split or normalised).
 ///
-/// Steps, per transformers: drop NUL, U+FFFD and category C* (but \t\n\r become spaces, like category Zs); put
+/// Steps, per transformers: drop NUL, U+FFFD and category C* (but `\t` `\n` `\r` become spaces, like category Zs); put
 /// spaces around CJK ideographs; NFC; split on whitespace (which for Python's `str.split` also includes U+2028 and
 /// U+2029); per word, unless it is a never-split token: lower-case (Python's full `str.lower`) and/or strip accents
 /// (NFD, drop Mn); split off every punctuation character.

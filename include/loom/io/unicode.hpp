@@ -21,7 +21,7 @@ inline utf8proc_category_t category(char32_t cp) noexcept {
   return utf8proc_category(static_cast<utf8proc_int32_t>(cp));
 }
 
-/// transformers `_is_whitespace` (space, \t, \n, \r, category Zs), after which `str.split()` also splits on
+/// transformers `_is_whitespace` (space, `\t`, `\n`, `\r`, category Zs), after which `str.split()` also splits on
 /// U+2028/U+2029 (Zl/Zp are Python whitespace but not `_is_whitespace`, and survive cleaning).
 inline bool is_split_space(char32_t cp) noexcept {
   if (cp == ' ' || cp == '\t' || cp == '\n' || cp == '\r') return true;
@@ -31,7 +31,7 @@ inline bool is_split_space(char32_t cp) noexcept {
 }
 
 /// transformers `_clean_text` drops NUL, U+FFFD and `_is_control` (any category C*: Cc, Cf, Cs, Co, Cn), except
-/// \t, \n, \r which are whitespace.
+/// `\t`, `\n`, `\r` which are whitespace.
 inline bool is_dropped(char32_t cp) noexcept {
   if (cp < 0x80) return (cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\r') || cp == 0x7f;
   if (cp == 0xFFFD) return true;

@@ -96,6 +96,9 @@ void lora_init(const lora_weights<T, Device>& w, std::uint64_t seed, std::uint64
 ///
 /// \param x      [N, in] the wrapped layer's input; \param y [N, out] its output (a column slice of a wider
 ///               buffer is fine, e.g. the query part of a fused QKV output)
+/// \param w      the adapter: A [r, in], B [out, r]
+/// \param scale  alpha / r
+/// \param drop   the adapter's dropout on x (inactive: none)
 /// \param u      [N, r] receives dropout(x) A^T (kept for backward)
 /// \param x_drop [N, in] scratch for dropout(x); unused (may be empty) when the dropout is inactive
 /// \tparam T element type \tparam Device loom::host or loom::cuda
@@ -123,6 +126,10 @@ void lora_forward(const tensor<T, Device>& x, const lora_weights<T, Device>& w, 
 /// dx += dropout'(scale dy B A) (the adapter's share of the input gradient). `need_dx` false skips the last; an
 /// empty dw.a or dw.b (frozen) is skipped too.
 ///
+/// \param dy      [N, out] dL/dy; \param x [N, in] the forward's input; \param w the adapter (A, B)
+/// \param dw      receives dA, dB (an empty one is frozen: skipped)
+/// \param scale   alpha / r, as in forward; \param drop the forward's dropout; \param u [N, r] forward's u
+/// \param dx      [N, in] the input gradient the adapter's share is added to; \param need_dx false: skip it
 /// \param du      [N, r] scratch; \param x_drop, dx_drop [N, in] scratch, used only when the dropout is active
 /// \param param_mode overwrite or accumulate for dA, dB
 /// \param reduce_du called on du = scale dy B before it is used (a column-split adapter holds a slice of dy and

@@ -114,7 +114,7 @@ inline void abandon_checkpoint(const fs::path& tmp) {
 }
 
 /// Writes the model (HF format, the fp32 `weights`) and `meta` (trainer_state.json) into `tmp`, syncs
-/// it and renames it to checkpoint-<step>, points `latest` at it and keeps the newest `keep` checkpoints. Every
+/// it and renames it to `checkpoint-<step>`, points `latest` at it and keeps the newest `keep` checkpoints. Every
 /// other file of the checkpoint (the optimizer shards) must be in `tmp` already. On failure `tmp` is removed.
 template <class Model>
 fs::path commit_checkpoint(const Model& m, const fs::path& out, std::int64_t step, const fs::path& tmp,
