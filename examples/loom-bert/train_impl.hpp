@@ -125,7 +125,8 @@ void run_train_bench(const train_bench_options& o) {
     for (int i = 0; i < accum; ++i) {
       m.forward_loss(b, loom::bert::mode::training, 1, static_cast<std::uint64_t>(step), i * o.batch);
       m.parallel().set_sync(reduce && i + 1 == accum);
-      m.backward(b, i == 0 ? loom::grad_mode::overwrite : loom::grad_mode::accumulate, 1.0f / static_cast<float>(accum));
+      m.backward(b, i == 0 ? loom::grad_mode::overwrite : loom::grad_mode::accumulate,
+                 1.0f / static_cast<float>(accum));
     }
     if (reduce) m.parallel().finish_gradients();
     if (o.max_grad_norm > 0) loom::optim::clip_grad_norm(opt, o.max_grad_norm);

@@ -48,7 +48,8 @@ from train_lines import train_lines
 w, counts = sys.argv[1], [int(c) for c in sys.argv[2:]]
 one = train_lines(f"{w}/one.out")[0]["seq_per_s"]
 print(f"one GPU without --parallel: {one:.1f} seq/s")
-print("| variant | ranks | seq/s per rank | over 1 GPU | step ms | no-reduce step ms | reduce ms | exposed ms | hidden |")
+print("| variant | ranks | seq/s per rank | over 1 GPU | step ms | no-reduce step ms | reduce ms | exposed ms "
+      "| hidden |")
 print("|---|---|---|---|---|---|---|---|---|")
 with open(f"{w}/dp_overlap.jsonl", "w") as out:
     for line in open(f"{w}/labels"):
@@ -59,7 +60,8 @@ with open(f"{w}/dp_overlap.jsonl", "w") as out:
                 print(f"| {label} | {n} | - | - | - | - | - | - | - |")
                 continue
             per = sum(j["seq_per_s"] for j in lines) / n
-            r = {"kind": "dp_overlap", "variant": label, "ranks": n, "seq_per_s_per_rank": per, "over_one_gpu": per / one,
+            r = {"kind": "dp_overlap", "variant": label, "ranks": n, "seq_per_s_per_rank": per,
+                 "over_one_gpu": per / one,
                  "one_gpu_seq_per_s": one, "step_ms": max(j["step_ms"] for j in lines),
                  "no_reduce_step_ms": max(j["no_reduce_step_ms"] for j in lines),
                  "reduce_ms": max(j["reduce_ms"] for j in lines),

@@ -201,8 +201,8 @@ nccl_tests() {
     ok=true
     timeout 300 "${MPIRUN[@]}" -np "$n" "$NCCL_TESTS" --use-colour no >"$W/nccl.$n.log" 2>&1 ||
       { ok=false; status=1; }
-    echo "NCCL tests on $n rank(s): $($ok && echo pass || echo FAIL); rank 0: $(grep -m1 -E 'All tests passed|test cases' \
-      "$W/nccl.$n.log")"
+    echo "NCCL tests on $n rank(s): $($ok && echo pass || echo FAIL);" \
+      "rank 0: $(grep -m1 -E 'All tests passed|test cases' "$W/nccl.$n.log")"
     printf '{"kind": "nccl_tests", "ranks": %d, "pass": %s, "summary": "%s"}\n' "$n" "$ok" \
       "$(grep -m1 -E 'All tests passed|test cases' "$W/nccl.$n.log" | tr -d '"')" >>"$JSONL"
   done
@@ -283,7 +283,8 @@ equivalence() {
     --max-seq-len 64 --log-every 1 --lr "$lr" --warmup-ratio 0.1 --device cuda --precision "$EQ_PREC"
     --save-total-limit 0 --max-steps "$steps" --eval-every "$steps")
   local common=(train --model "$MODEL" "${data[@]}")
-  echo "== (a) equivalence: $EQ_PREC on ${EQ_COUNTS[*]} ranks, $steps steps, global batch $global, dropout as in $MODEL/config.json," \
+  echo "== (a) equivalence: $EQ_PREC on ${EQ_COUNTS[*]} ranks, $steps steps, global batch $global," \
+    "dropout as in $MODEL/config.json," \
     "modes $ALL_MODES${TP_MODES:+; tensor parallel $TP_MODES (from scratch: tiny_a, intermediate_size 64)} =="
   if ! CUDA_VISIBLE_DEVICES=0 "$LOOM_BERT" "${common[@]}" --batch-size $global --output "$W/eq1.$EQ_PREC" \
     >"$W/eq1.$EQ_PREC.log" 2>&1; then
@@ -376,9 +377,8 @@ def overlap(lines):
     """The ranks' reduction figures: the slowest rank's step, reduction and exposed time; the least hidden share."""
     if not lines or any("reduce_ms" not in j for j in lines):
         return {}
-    return {"step_ms": max(j["step_ms"] for j in lines), "no_reduce_step_ms": max(j["no_reduce_step_ms"] for j in lines),
-            "reduce_ms": max(j["reduce_ms"] for j in lines), "exposed_reduce_ms": max(j["exposed_reduce_ms"] for j in lines),
-            "hidden_share": min(j["hidden_share"] for j in lines), "buckets": lines[0]["buckets"]}
+    slowest = {k: max(j[k] for j in lines) for k in ("step_ms", "no_reduce_step_ms", "reduce_ms", "exposed_reduce_ms")}
+    return {**slowest, "hidden_share": min(j["hidden_share"] for j in lines), "buckets": lines[0]["buckets"]}
 
 
 rows = []
@@ -436,7 +436,8 @@ print("|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     o, a = r["overlap"], r["accum_overlap"]
     print(f"| {r['ranks']} | {f(r['loom_efficiency'], '.3f')} | {f(r.get('loom_per_rank_over_plain'), '.3f')} "
-          f"| {f(o.get('reduce_ms'), '.2f')} | {f(o.get('exposed_reduce_ms'), '.2f')} | {f(o.get('hidden_share'), '.2f')} "
+          f"| {f(o.get('reduce_ms'), '.2f')} | {f(o.get('exposed_reduce_ms'), '.2f')} "
+          f"| {f(o.get('hidden_share'), '.2f')} "
           f"| {f(r['loom_accum_seq_per_s_per_rank'], '.1f')} | {f(r['loom_accum_efficiency'], '.3f')} "
           f"| {f(a.get('exposed_reduce_ms'), '.2f')} | {f(a.get('hidden_share'), '.2f')} |")
 top = counts[-1]
@@ -452,7 +453,8 @@ if sweep:
     print("|---|---|---|---|---|---|---|")
     for b in sweep:
         print(f"| {b['bucket_mb']:g} | {b.get('buckets', '-')} | {b['loom_seq_per_s_per_rank']:.1f} "
-              f"| {f(b.get('step_ms'), '.2f')} | {f(b.get('reduce_ms'), '.2f')} | {f(b.get('exposed_reduce_ms'), '.2f')} "
+              f"| {f(b.get('step_ms'), '.2f')} | {f(b.get('reduce_ms'), '.2f')} "
+              f"| {f(b.get('exposed_reduce_ms'), '.2f')} "
               f"| {f(b.get('hidden_share'), '.2f')} |")
 with open(jsonl, "a") as out:
     for b in sweep:

@@ -6,8 +6,8 @@ one or several calls):
     python3 scripts/bench/plot_multi_gpu.py bench/results/multi_gpu/*.jsonl --out docs/img
 
 writes scaling.png (training seq/s per GPU against GPUs: loom data parallel, with gradient accumulation and with
-bf16 reduction (scripts/bench/dp_overlap.sh), PyTorch DDP; FSDP2 where (c) ran), zero_memory.png (peak GiB per rank of each ZeRO mode beside FSDP2, per model and rank
-count) and tp_latency.png (tensor-parallel inference latency per mode). A plot whose rows are missing is skipped
+bf16 reduction (scripts/bench/dp_overlap.sh), PyTorch DDP; FSDP2 where (c) ran), zero_memory.png (peak GiB per rank
+of each ZeRO mode beside FSDP2, per model and rank count) and tp_latency.png (tensor-parallel inference latency per mode). A plot whose rows are missing is skipped
 with a line saying so. Needs matplotlib."""
 import argparse
 import json
@@ -46,8 +46,9 @@ def scaling(data, plt, out):
     bf16 = sorted((r for r in data if r.get("kind") == "dp_overlap" and r.get("variant") == "bf16 reduce"),
                   key=lambda r: r["ranks"])
     if bf16:
-        ax.plot([1] + [r["ranks"] for r in bf16], [bf16[0]["one_gpu_seq_per_s"]] + [r["seq_per_s_per_rank"] for r in bf16],
-                "d-.", label="loom dp, gradients reduced in bf16")
+        ax.plot([1] + [r["ranks"] for r in bf16],
+                [bf16[0]["one_gpu_seq_per_s"]] + [r["seq_per_s_per_rank"] for r in bf16], "d-.",
+                label="loom dp, gradients reduced in bf16")
     fsdp = {}
     for r in data:
         if r.get("kind") == "zero" and r.get("model") == "base" and r.get("fsdp2_seq_per_s"):

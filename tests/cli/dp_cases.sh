@@ -414,7 +414,8 @@ case_hang() {
       # NCCL: rank 0's watchdog gives up on the GPU collective (its host thread is blocked behind it, so no peer can
       # be asked where it is): the line names rank 0, the collective and the step.
       grep -Eq "^loom: rank 0: NCCL [a-z_]+ .*\(step [0-9]+\) did not complete within 5 s; aborting" \
-        "$W/h.$mode.log" || fail "$mode: no watchdog line of rank 0 naming the collective and the step: $(cat "$W/h.$mode.log")"
+        "$W/h.$mode.log" ||
+        fail "$mode: no watchdog line of rank 0 naming the collective and the step: $(cat "$W/h.$mode.log")"
       echo "dp_cases hang: $mode: rank 1 stopped -> rank 0 ended after $TOOK s: $(grep -m1 'rank 0: NCCL' "$W/h.$mode.log")"
       continue
     fi

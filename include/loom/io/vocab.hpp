@@ -104,8 +104,8 @@ class string_id_map {
 /// Lines are split on '\n' and never otherwise trimmed (bert-base-chinese has the tokens U+2028 and "##U+2028",
 /// which Unicode-aware line splitters and trim functions would eat). "\r\n" is one line end: transformers' slow
 /// tokenizer reads vocab.txt in Python's text mode and the fast one with Rust's lines(), and both drop it, so a
-/// vocabulary saved on Windows works there and must work here (kept, the carriage return would make "[UNK]" and every other
-/// token unfindable). A carriage return elsewhere stays part of its token, as in the fast tokenizer.
+/// vocabulary saved on Windows works there and must work here (kept, the carriage return would make "[UNK]" and every
+/// other token unfindable). A carriage return elsewhere stays part of its token, as in the fast tokenizer.
 /// A duplicated token maps to its last line, like the Python dict transformers builds.
 ///
 /// ```cpp
