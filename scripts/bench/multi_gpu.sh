@@ -710,6 +710,8 @@ print("max batch: FIT_BATCHES tried in order (3 steps each) up to the first fail
 print("plan host: the page-locked host memory per rank of info's plan (ZeRO-Offload; - when nothing is offloaded); "
       "optimizer: its step alone, after the timed steps (ms: the slowest rank; parameters/s: the ranks' mean)")
 PY
+  # Each batch the search ran, as a row: throughput against the batch.
+  python3 "$ROOT/scripts/bench/fit_runs.py" "$W" "$JSONL"
 }
 
 # tensor_parallel: part (d), one global batch per rank count (ZERO_BATCH per rank, as dp in (c)) for every mode of

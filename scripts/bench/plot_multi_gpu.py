@@ -7,8 +7,9 @@ one or several calls):
 
 writes scaling.png (training seq/s per GPU against GPUs: loom data parallel, with gradient accumulation and with
 bf16 reduction (scripts/bench/dp_overlap.sh), PyTorch DDP; FSDP2 where (c) ran), zero_memory.png (peak GiB per rank
-of each ZeRO mode beside FSDP2, per model and rank count) and tp_latency.png (tensor-parallel inference latency per mode). A plot whose rows are missing is skipped
-with a line saying so. Needs matplotlib."""
+of each ZeRO mode beside FSDP2, per model and rank count), train_batch.png (training seq/s per GPU against the
+batch per GPU: (c)'s runs and its largest-batch search, fit_runs.py) and tp_latency.png (tensor-parallel inference
+latency per mode). A plot whose rows are missing is skipped with a line saying so. Needs matplotlib."""
 import argparse
 import json
 import os
@@ -98,6 +99,36 @@ def zero_memory(data, plt, out):
     return None
 
 
+def train_batch(data, plt, out):
+    """Training seq/s per GPU against the batch per GPU: (c)'s timed runs (batch 32) and its largest-batch search."""
+    pts = {}
+    for r in data:
+        rate = None
+        if r.get("kind") == "zero" and r["mode"] in ("dp", "zero1"):
+            rate = r.get("loom_seq_per_s")
+        elif r.get("kind") == "fit_run" and r["impl"] == "loom" and r["mode"] in ("dp", "zero1"):
+            rate = r["seq_per_s"]
+        if rate:
+            pts.setdefault((r["model"], r["ranks"], r["mode"]), {})[r["batch_per_rank"]] = rate / r["ranks"]
+    series = {k: v for k, v in pts.items() if len(v) >= 2}
+    if not series:
+        return "no rows at two batches or more"
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for (model, ranks, mode), v in sorted(series.items()):
+        bs = sorted(v)
+        ax.plot(bs, [v[b] for b in bs], "o-" if model == "base" else "s--", label=f"BERT-{model}, {mode}, {ranks} GPUs")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch per GPU (seq 128)")
+    ax.set_ylabel("sequences/s per GPU")
+    ax.set_ylim(bottom=0)
+    ax.set_title("Training throughput against the batch, bf16")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "train_batch.png"), dpi=120)
+    return None
+
+
 def tp_latency(data, plt, out):
     tr = [r for r in data if r.get("kind") == "tp_infer"]
     if not tr:
@@ -136,7 +167,7 @@ def main():
     import matplotlib.pyplot as plt
     data = rows(a.jsonl)
     os.makedirs(a.out, exist_ok=True)
-    for plot in (scaling, zero_memory, tp_latency):
+    for plot in (scaling, zero_memory, train_batch, tp_latency):
         why = plot(data, plt, a.out)
         print(f"plot_multi_gpu: {plot.__name__}: " + (f"skipped ({why})" if why else f"{a.out}/{plot.__name__}.png"))
 
