@@ -595,9 +595,12 @@ unexpected = {k: v for k, v in kinds.items() if k not in ("ok", "refused", "stat
 if unexpected:
     sys.exit(f"requests after the signal ended {unexpected}: only 200, 503 or a refused connection are expected")
 # Lost after the signal: sent on a kept-alive connection the server closed at that very moment (an idle one):
-# the race HTTP/1.1 allows, rare with busy clients; a queued request dropped at shutdown shows up in `bad` above.
-if kinds.get("lost", 0) > 2:
-    sys.exit(f"{kinds['lost']} requests sent after the signal were lost (accepted, never answered)")
+# the race HTTP/1.1 allows (a client retries such a request), at most one per connection, since a closed connection
+# takes no second one. A CPU-starved server (2 cores, another test beside it) closes more connections mid-send than
+# an idle one: 6 of 16 seen once. A queued request dropped at shutdown shows up in `bad` above.
+if kinds.get("lost", 0) > s["concurrency"]:
+    sys.exit(f"{kinds['lost']} requests sent after the signal were lost (accepted, never answered): more than the "
+             f"{s['concurrency']} connections")
 if s["refused"] < 1:
     sys.exit("no refused connection after the stop: did the server keep accepting?")
 PY
