@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Installs dependencies, builds everything (the CUDA tests too when nvcc is present: they compile here and run on a
 # GPU machine), runs the CTest suite, then the same host tests built with ASan + UBSan (LOOM_SANITIZE=0 skips), then
-# the fuzz smoke runs (LOOM_FUZZ_SECONDS per target, default 45; 0 skips).
+# the fuzz smoke runs (LOOM_FUZZ_SECONDS per target, default 30; 0 skips).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -51,7 +51,7 @@ if [ "${LOOM_SANITIZE:-1}" != 0 ]; then
   ASAN_OPTIONS="detect_leaks=0:$asan" ctest --test-dir build-asan --output-on-failure -j"$jobs" -L mpi -LE install
   echo "test.sh: sanitizer stage took $(( $(date +%s) - san_start )) s" >&2
 fi
-if [ "${LOOM_FUZZ_SECONDS:-45}" != 0 ] && [ -x scripts/fuzz.sh ]; then
-  bash scripts/fuzz.sh "${LOOM_FUZZ_SECONDS:-45}"
+if [ "${LOOM_FUZZ_SECONDS:-30}" != 0 ] && [ -x scripts/fuzz.sh ]; then
+  bash scripts/fuzz.sh "${LOOM_FUZZ_SECONDS:-30}"
 fi
 echo "test.sh: all done in $(( $(date +%s) - start )) s" >&2
