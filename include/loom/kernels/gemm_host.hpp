@@ -131,7 +131,11 @@ void host_matmul(const gemm_plan& p, const gemm_options& o, const T* bias) {
   const auto alpha = static_cast<acc_t>(o.alpha), beta = static_cast<acc_t>(o.beta);
   std::vector<acc_t> tmp;
   std::vector<float> xbuf, ybuf, dbuf;
-  [[maybe_unused]] const bool blas = host_gemm_choice().load(std::memory_order_relaxed) == host_gemm::blas;
+  // A vector-matrix product (one row or one column: the bias gradient 1^T dy) takes the fixed-order loop: OpenBLAS's
+  // AVX-512 kernels sum it in an order that depends on where the output sits (ZeRO-2's gradient buffers gave other
+  // bits than the flat buffer on an AMD EPYC), and it is cheap beside the products around it.
+  [[maybe_unused]] const bool blas =
+      host_gemm_choice().load(std::memory_order_relaxed) == host_gemm::blas && p.m > 1 && p.n > 1;
   for (index_t b = 0; b < p.batch; ++b) {
     const T* x = static_cast<const T*>(p.x.data) + b * p.x.batch_stride;
     const T* y = static_cast<const T*>(p.y.data) + b * p.y.batch_stride;

@@ -155,13 +155,6 @@ class linear {
     if (given(dw_) && given(db_) && param_mode == grad_mode::overwrite) {
       // db from the same read of dy as dW (the epilogue overwrites db, so accumulation takes the path below).
       matmul(dy, x, dw_, {.transpose_a = true, .epilogue = gemm_epilogue::bias_grad}, db_);
-    } else if (std::is_same_v<Device, host> && given(dw_) && given(db_)) {
-      // Accumulating on the host: db from the fused epilogue's fixed-order loop, then added. OpenBLAS's [1, n] x
-      // [n, out] product sums in an order that depends on where db sits (AVX-512 kernels), so ZeRO-2's gradient
-      // buffers would give other bits than the flat buffer (tests/cli/dp_cases.sh world1, on an AMD EPYC).
-      if (db_step_.numel() != db_.numel()) db_step_ = tensor_t(db_.extents());  // once: steady state allocates nothing
-      matmul(dy, x, dw_, {.transpose_a = true, .beta = beta, .epilogue = gemm_epilogue::bias_grad}, db_step_);
-      assign(db_, db_ + db_step_);
     } else {
       if (given(dw_)) matmul(dy, x, dw_, {.transpose_a = true, .beta = beta});
       if (given(db_)) bias_grad_by_gemm(dy, beta, ones);
@@ -199,7 +192,6 @@ class linear {
   Parallel* group_ = nullptr;
   spec spec_;
   tensor_t w_, b_, dw_, db_;
-  mutable tensor_t db_step_;  // the host's accumulating backward: this micro-batch's bias gradient
   std::shared_ptr<fp8_linear<T, Device>> fp8_;
 };
 
