@@ -190,7 +190,7 @@ status=0
 # (0) NCCL: the communicator suite (tests/gpu/nccl_collectives_test.cu: every collective, dtype and size, on the
 # communicator's stream and split groups) under mpirun with one rank per GPU, for each rank count.
 nccl_tests() {
-  local n ok
+  local n ok summary
   echo "== (0) NCCL communicator tests: $NCCL_TESTS on ${RUN_COUNTS[*]} rank(s) =="
   if [ ! -x "$NCCL_TESTS" ]; then
     echo "multi_gpu: no NCCL test program at $NCCL_TESTS (stage build/tests/gpu/gpu_nccl_tests)"
@@ -201,10 +201,9 @@ nccl_tests() {
     ok=true
     timeout 300 "${MPIRUN[@]}" -np "$n" "$NCCL_TESTS" --use-colour no >"$W/nccl.$n.log" 2>&1 ||
       { ok=false; status=1; }
-    echo "NCCL tests on $n rank(s): $($ok && echo pass || echo FAIL);" \
-      "rank 0: $(grep -m1 -E 'All tests passed|test cases' "$W/nccl.$n.log")"
-    printf '{"kind": "nccl_tests", "ranks": %d, "pass": %s, "summary": "%s"}\n' "$n" "$ok" \
-      "$(grep -m1 -E 'All tests passed|test cases' "$W/nccl.$n.log" | tr -d '"')" >>"$JSONL"
+    summary=$(grep -m1 -E 'All tests passed|test cases' "$W/nccl.$n.log" | tr -d '"')
+    echo "NCCL tests on $n rank(s): $($ok && echo pass || echo FAIL); rank 0: $summary"
+    printf '{"kind": "nccl_tests", "ranks": %d, "pass": %s, "summary": "%s"}\n' "$n" "$ok" "$summary" >>"$JSONL"
   done
 }
 
