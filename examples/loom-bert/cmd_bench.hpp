@@ -37,6 +37,7 @@ struct bench_options {
   std::string reduce_dtype = "auto";
   std::string offload = "none";
   unsigned offload_threads = 0;
+  bool comm_trace = false;
   // --texts: real rows instead of full-length ids
   std::string texts, format, text_column = "text", text_b_column, vocab, order = "file", padding_free = "both";
   std::size_t max_seq_len = 128;
@@ -135,6 +136,7 @@ inline void run_bench(const bench_options& o) {
         t.reduce_dtype = o.reduce_dtype;
         t.offload = o.offload;
         t.offload_threads = o.offload_threads;
+        t.comm_trace = o.comm_trace;
         if (o.device == "cuda") bench_train_cuda(t);
         else bench_train_host(t);
       }
@@ -219,6 +221,10 @@ inline void register_bench(CLI::App& app) {
   sub->add_option("--reduce-dtype", o->reduce_dtype,
                   "with --parallel dp: auto (16-bit gradients summed in fp32 on >= 2 ranks), fp32 (always) or grad")
       ->capture_default_str()->check(CLI::IsMember({"auto", "fp32", "grad"}));
+  sub->add_flag("--comm-trace", o->comm_trace,
+                "with --parallel dp on CUDA: after the timing, one more step traced on the GPU's clock (each bucket's "
+                "all-reduce: when its gradients were ready, when it started and ended, beside backward's end); a "
+                "JSON line per event, kind \"comm_trace\"");
   sub->add_option("--texts", o->texts, "time passes over these rows of text (CSV, TSV or JSONL) instead of full-length "
                   "ids: tokenized, cut into --batch sizes, padded or padding-free")
       ->check(CLI::ExistingFile);
@@ -233,6 +239,9 @@ inline void register_bench(CLI::App& app) {
   sub->add_option("--padding-free", o->padding_free, "with --texts: on, off or both (a line each)")
       ->capture_default_str()->check(CLI::IsMember({"on", "off", "both"}));
   sub->callback([o] {
+    LOOM_CHECK(!o->comm_trace || (o->train && o->parallel != "none" && o->device == "cuda"),
+               "--comm-trace traces the collectives of a training step on CUDA: it needs --train, --parallel and "
+               "--device cuda");
     LOOM_CHECK(o->texts.empty() || !o->train, "--texts times inference; --train times full-length training steps");
     LOOM_CHECK(!o->train || o->precision != "fp8", "--train: fp8 is an inference precision in loom (fp8 training "
                                                    "does not pay at BERT's sizes: docs/performance.md)");

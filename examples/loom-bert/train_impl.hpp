@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 
 #include <loom/loom.hpp>
 #include <loom/models/bert/plan.hpp>
@@ -121,17 +122,22 @@ void run_train_bench(const train_bench_options& o) {
   const int accum = o.grad_accum;
   // One optimizer step over `accum` micro-batches (the buckets reduce in the last backward only, as the trainer
   // does). reduce = false skips the gradient reduction (plain data parallelism only): the step's compute alone.
-  auto one_step = [&](bool reduce = true) {
+  // mark(label) is called at the step's points that --comm-trace places on the GPU's clock.
+  auto one_step = [&](bool reduce = true, const std::function<void(const char*)>& mark = {}) {
     for (int i = 0; i < accum; ++i) {
       m.forward_loss(b, loom::bert::mode::training, 1, static_cast<std::uint64_t>(step), i * o.batch);
       m.parallel().set_sync(reduce && i + 1 == accum);
+      if (mark && i + 1 == accum) mark("last backward start");
       m.backward(b, i == 0 ? loom::grad_mode::overwrite : loom::grad_mode::accumulate,
                  1.0f / static_cast<float>(accum));
     }
+    if (mark) mark("backward end");
     if (reduce) m.parallel().finish_gradients();
+    if (mark) mark("gradients reduced");
     if (o.max_grad_norm > 0) loom::optim::clip_grad_norm(opt, o.max_grad_norm);
     opt.step(2e-5);
     m.parallel().finish_step();
+    if (mark) mark("step end");
     ++step;
   };
   auto sync = [] {
@@ -191,6 +197,23 @@ void run_train_bench(const train_bench_options& o) {
               o.offload.c_str(), secs * 1e3, static_cast<double>(rows) / secs, tflops, tflops / 989.0, peak_gib,
               static_cast<double>(loss), opt_secs * 1e3, stepped / opt_secs,
               opt.offloaded() ? "cpu" : Device::name.data(), opt.offload_threads(), accum, overlap);
+  // Two more steps on the GPU's clock (NCCL only): one with its collectives, where backward leaves them, and one
+  // without the reduction (plain data parallelism), whose marks show how long backward takes alone.
+  if constexpr (requires(policy_t& p) { p.gradients().trace_begin(); }) {
+    if (o.comm_trace && m.parallel().active()) {
+      auto& comm = m.parallel().gradients();
+      for (const bool reduce : {true, false}) {
+        if (!reduce && m.parallel().stage() != 0) break;
+        comm.trace_begin();
+        one_step(reduce, [&](const char* label) { comm.trace_mark(label); });
+        for (const auto& t : comm.trace_end())
+          std::printf("{\"kind\": \"comm_trace\", \"rank\": %d, \"reduce\": %s, \"what\": \"%s\", "
+                      "\"ready_ms\": %.3f, \"start_ms\": %.3f, \"end_ms\": %.3f}\n",
+                      m.parallel().world_rank(), reduce ? "true" : "false", t.what.c_str(), t.ready_ms, t.start_ms,
+                      t.end_ms);
+      }
+    }
+  }
   flush_stdout();
 }
 

@@ -501,6 +501,36 @@ for j in dp:
 assert "reduce_ms" not in one[0], one[0]
 PY
   refused "$W/zero.log" "--grad-accum: must be positive, got 0" "$LOOM_BERT" "${args[@]}" --grad-accum 0
+  refused "$W/trace1.log" "--comm-trace traces the collectives of a training step on CUDA: it needs --train, --parallel" \
+    "$LOOM_BERT" "${args[@]}" --comm-trace
+  if [ "${DP_DEVICE:-cpu}" = cpu ]; then
+    refused "$W/trace2.log" "--comm-trace traces the collectives of a training step on CUDA" \
+      "$LOOM_BERT" "${args[@]}" --parallel dp --comm-trace
+  else
+    # NCCL: one traced step per rank, its buckets' all-reduces between the step's marks on the GPU's clock.
+    "${MPIRUN[@]}" -np 2 "$LOOM_BERT" "${args[@]}" --parallel dp --bucket-mb 0.01 --comm-trace >"$W/trace.out" \
+      2>"$W/trace.log" || fail "bench --comm-trace failed: $(tail -n 3 "$W/trace.log")"
+    python3 - "$W/trace.out" <<'PY' || fail "the --comm-trace lines are wrong (above)"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+buckets = [j["buckets"] for j in lines if j["kind"] == "train"][0]
+for rank in (0, 1):
+    alone = [j["what"] for j in lines if j["kind"] == "comm_trace" and j["rank"] == rank and not j["reduce"]]
+    assert alone == ["last backward start", "backward end", "gradients reduced", "step end"], alone
+    t = [j for j in lines if j["kind"] == "comm_trace" and j["rank"] == rank and j["reduce"]]
+    names = [j["what"] for j in t]
+    ops = [j for j in t if j["what"].startswith("all_reduce of ")]
+    assert len(ops) == buckets, (rank, len(ops), buckets)
+    marks = [n for n in names if not n.startswith("all_reduce")]
+    assert marks == ["last backward start", "backward end", "gradients reduced", "step end"], marks
+    at = {j["what"]: j["end_ms"] for j in t}
+    for j in ops:
+        # ready and start follow the same point of the compute stream (events of two streams: a few us apart)
+        assert at["last backward start"] <= j["ready_ms"] <= j["start_ms"] + 0.05 < j["end_ms"] + 0.05, j
+        assert j["start_ms"] < j["end_ms"], j
+        assert j["end_ms"] <= at["gradients reduced"] + 1e-3, j
+PY
+  fi
   echo "dp_cases bench: --grad-accum 3 on 2 ranks: $(grep -o '"step_ms[^,]*,' "$W/dp.out" | head -n 1)" \
     "$(grep -o '"buckets.*' "$W/dp.out" | head -n 1)"
 }

@@ -90,3 +90,62 @@ TEST_CASE("nccl: collectives on the communicator's stream follow the compute str
   CHECK(c.device() >= 0);
   loom::test::agree_on_failures();
 }
+
+TEST_CASE("nccl: in_stream_order runs device work after the collectives before it", "[nccl]") {
+  auto& c = loom::test::suite_traits::comm();
+  c.set_context("in_stream_order");
+  using B = loom::test::device_buffers;
+  constexpr std::size_t n = std::size_t{1} << 24;  // 64 MB: a copy issued beside the all-reduce would overtake it
+  auto x = B::make<float>(n);
+  auto y = B::make<float>(n);
+  B::upload(x, std::vector<float>(n, static_cast<float>(c.rank() + 1)));
+  c.order_after_compute();
+  c.all_reduce(B::data(x), B::data(x), n, loom::parallel::reduce_op::sum);
+  c.in_stream_order([&] {
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(B::data(y), B::data(x), n * sizeof(float), cudaMemcpyDeviceToDevice,
+                                    loom::current_stream()));
+  });
+  c.compute_waits();
+  const std::vector<float> got = B::download(y, n);
+  const float want = static_cast<float>(c.size() * (c.size() + 1) / 2);
+  std::size_t bad = 0;
+  for (float v : got) bad += v != want;
+  INFO("rank " << c.rank() << ": " << bad << " of " << n << " copied elements are not the sum " << want);
+  CHECK(bad == 0);
+  loom::test::agree_on_failures();
+}
+
+TEST_CASE("nccl: a trace times each collective after its compute, and the marks between", "[nccl]") {
+  auto& c = loom::test::suite_traits::comm();
+  c.set_context("trace");
+  using B = loom::test::device_buffers;
+  constexpr std::size_t n = std::size_t{1} << 22;
+  auto x = B::make<float>(n);
+  B::upload(x, std::vector<float>(n, 1.0f));
+  c.trace_begin();
+  c.trace_mark("before");
+  c.order_after_compute();
+  c.all_reduce(B::data(x), B::data(x), n, loom::parallel::reduce_op::sum);
+  c.all_reduce(B::data(x), B::data(x), n, loom::parallel::reduce_op::sum);
+  c.trace_mark("after");
+  const auto t = c.trace_end();
+  // A world of one runs no NCCL (its collectives are copies): the marks alone.
+  const std::size_t collectives = c.size() > 1 ? 2 : 0;
+  REQUIRE(t.size() == 2 + collectives);
+  CHECK(t.front().what == "before");
+  CHECK(t.back().what == "after");
+  CHECK(t.front().ready_ms >= 0);
+  for (std::size_t i = 1; i <= collectives; ++i) {
+    INFO(t[i].what << ": ready " << t[i].ready_ms << " start " << t[i].start_ms << " end " << t[i].end_ms);
+    CHECK(t[i].what.find("all_reduce of 4194304 float (trace)") == 0);
+    CHECK(t[i].ready_ms >= t.front().ready_ms);
+    CHECK(t[i].start_ms >= t[i].ready_ms - 0.05);  // two streams' events after the same point: a few us apart
+    CHECK(t[i].end_ms > t[i].start_ms);
+  }
+  if (collectives) CHECK(t[2].start_ms >= t[1].end_ms);  // one stream: the second starts after the first ends
+  // Tracing stopped: a later collective records nothing, and trace_end() without trace_begin() is refused.
+  c.all_reduce(B::data(x), B::data(x), n, loom::parallel::reduce_op::sum);
+  c.synchronize();
+  CHECK_THROWS_WITH(c.trace_end(), LOOM_CONTAINS("without trace_begin"));
+  loom::test::agree_on_failures();
+}

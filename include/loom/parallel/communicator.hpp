@@ -108,10 +108,13 @@ inline std::string seconds_text(std::chrono::milliseconds t) {
 /// - `compute_waits()`: work enqueued later on loom::current_stream() waits for every collective enqueued so far
 ///   (no-op for host buffers, whose collectives have completed when they return).
 /// - `synchronize()`: the host waits for every enqueued collective, under the timeout.
+/// - `in_stream_order(f)`: runs f() with its device work ordered like a collective: after the collectives enqueued
+///   so far and before later ones (a device communicator makes its stream loom::current_stream() for f; host
+///   buffers: f() simply runs).
 template <class C>
 concept communicator = std::movable<C> &&
     requires(C& c, const C& cc, const float* s, float* r, const bf16* sb, bf16* rb, const std::int64_t* si,
-             std::int64_t* ri, std::size_t n, reduce_op op, int i, std::string what) {
+             std::int64_t* ri, std::size_t n, reduce_op op, int i, std::string what, void (*work)()) {
       { cc.rank() } -> std::convertible_to<int>;
       { cc.size() } -> std::convertible_to<int>;
       c.all_reduce(s, r, n, op);
@@ -126,6 +129,7 @@ concept communicator = std::movable<C> &&
       c.order_after_compute();
       c.compute_waits();
       c.synchronize();
+      c.in_stream_order(work);
     };
 
 }  // namespace loom::parallel

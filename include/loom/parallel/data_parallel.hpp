@@ -288,7 +288,8 @@ class data_parallel {
   const tensor<G, Device>& packed_grads() const { return packed_grads_; }
 
   /// Launches every bucket not launched yet (all of them when this rank ran no backward in the step), then orders the
-  /// compute stream after every reduction, and rounds widened buckets back into the gradient buffer. After it the
+  /// compute stream after every reduction (and the rounding of each widened bucket back into the gradient buffer,
+  /// which follows its reduction on the communication stream). After it the
   /// gradient buffer holds the sum over ranks on every rank. (ZeRO-2/3 reduce in every micro-batch: a rank without
   /// rows in one must run a backward anyway, on an idle row whose loss counts 0.)
   void finish_gradients() {
@@ -312,15 +313,6 @@ class data_parallel {
     for (std::size_t b = 0; b < buckets_.size(); ++b)
       if (!launched_[b]) launch(b);
     grads_->compute_waits();
-    if (!widened_.empty()) {
-      for (std::size_t b = 0; b < buckets_.size(); ++b) {
-        index_t at = 0;
-        for (const auto& [lo, hi] : buckets_[b].spans) {
-          assign(flat_.slice(0, lo, hi), cast<G>(widened_[b].slice(0, at, at + (hi - lo))));
-          at += hi - lo;
-        }
-      }
-    }
     reset();
   }
 
@@ -659,15 +651,26 @@ class data_parallel {
     launched_[b] = true;
     const bucket& bk = buckets_[b];
     if (!widened_.empty()) {
-      // Widen on the compute stream (after the gradients it reads), reduce on the communication stream.
-      index_t at = 0;
-      for (const auto& [lo, hi] : bk.spans) {
-        assign(widened_[b].slice(0, at, at + (hi - lo)), cast<float>(flat_.slice(0, lo, hi)));
-        at += hi - lo;
-      }
+      // Widened, reduced and rounded back on the communication stream, after the compute that wrote the bucket:
+      // backward's stream carries none of it, and only the last bucket's work is left for after backward (compute
+      // reads the bucket's gradients again only after finish_gradients' wait).
       grads_->order_after_compute();
+      grads_->in_stream_order([&] {
+        index_t at = 0;
+        for (const auto& [lo, hi] : bk.spans) {
+          assign(widened_[b].slice(0, at, at + (hi - lo)), cast<float>(flat_.slice(0, lo, hi)));
+          at += hi - lo;
+        }
+      });
       grads_->all_reduce(widened_[b].data(), widened_[b].data(), static_cast<std::size_t>(bk.elements),
                          reduce_op::sum);
+      grads_->in_stream_order([&] {
+        index_t from = 0;
+        for (const auto& [lo, hi] : bk.spans) {
+          assign(flat_.slice(0, lo, hi), cast<G>(widened_[b].slice(0, from, from + (hi - lo))));
+          from += hi - lo;
+        }
+      });
       return;
     }
     grads_->order_after_compute();

@@ -283,6 +283,10 @@ class mpi_communicator {
   // Host buffers: a collective has completed when it returns, so there is nothing to order or wait for.
   void order_after_compute() {}
   void compute_waits() {}
+  template <class F>
+  void in_stream_order(F&& f) {
+    std::forward<F>(f)();
+  }
   void record_fence(int) {}
   void compute_waits_for(int) {}
   void synchronize() {}

@@ -263,12 +263,21 @@ class nccl_communicator {
     detail::device_guard guard(s_->device);
     LOOM_CUDA_CHECK(cudaEventRecord(s_->compute_done, current_stream()));
     LOOM_CUDA_CHECK(cudaStreamWaitEvent(s_->stream, s_->compute_done, 0));
+    if (s_->tracing) s_->trace_ready = s_->timing_event(current_stream());
   }
 
   void compute_waits() {
     detail::device_guard guard(s_->device);
     LOOM_CUDA_CHECK(cudaEventRecord(s_->collectives_done, s_->stream));
     LOOM_CUDA_CHECK(cudaStreamWaitEvent(current_stream(), s_->collectives_done, 0));
+  }
+
+  /// Runs f() with the communication stream as loom::current_stream(): its work runs in order with the collectives.
+  template <class F>
+  void in_stream_order(F&& f) {
+    detail::device_guard guard(s_->device);
+    stream_guard on(s_->stream);
+    std::forward<F>(f)();
   }
 
   /// Marks the collectives enqueued so far as "fence k" (a small number: ZeRO marks one per buffer in flight).
@@ -288,6 +297,46 @@ class nccl_communicator {
     LOOM_CHECK(k >= 0 && k < static_cast<int>(s_->fences.size()), "nccl_communicator: fence " + std::to_string(k) +
                                                                      " was never recorded");
     LOOM_CUDA_CHECK(cudaStreamWaitEvent(current_stream(), s_->fences[k], 0));
+  }
+
+  /// One collective on the GPU's clock, in ms after trace_begin(): `ready` when the compute work it was ordered after
+  /// had finished (its order_after_compute(); = start when none), `start` when the communication stream reached it
+  /// (that work and every collective before it done), `end` when it completed. A trace_mark() has all three equal.
+  struct trace_record {
+    std::string what;
+    double ready_ms = 0, start_ms = 0, end_ms = 0;
+  };
+  /// Diagnostics (bench --comm-trace): from now on every collective records timing events, with the origin at the
+  /// work enqueued so far on loom::current_stream(). A group of one records marks only. Earlier records are dropped.
+  void trace_begin() {
+    detail::device_guard guard(s_->device);
+    s_->drop_trace();
+    s_->tracing = true;
+    s_->trace_origin = s_->timing_event(current_stream());
+  }
+  /// A labelled point on loom::current_stream() in the trace (nothing when not tracing).
+  void trace_mark(std::string label) {
+    if (!s_->tracing) return;
+    detail::device_guard guard(s_->device);
+    cudaEvent_t e = s_->timing_event(current_stream());
+    s_->traced.push_back({std::move(label), e, e, e});
+  }
+  /// Waits for the traced work (communication and compute streams), stops tracing and returns the records in
+  /// enqueue order.
+  std::vector<trace_record> trace_end() {
+    LOOM_CHECK(s_->tracing, "nccl_communicator: trace_end() without trace_begin()");
+    detail::device_guard guard(s_->device);
+    synchronize();
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(current_stream()));
+    auto since = [&](cudaEvent_t e) {
+      float ms = 0;
+      LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, s_->trace_origin, e));
+      return static_cast<double>(ms);
+    };
+    std::vector<trace_record> out;
+    for (const auto& t : s_->traced) out.push_back({t.what, since(t.ready), since(t.start), since(t.end)});
+    s_->drop_trace();
+    return out;
   }
 
   /// The host waits for every enqueued collective by polling the stream (never an unbounded synchronise). The
@@ -335,6 +384,31 @@ class nccl_communicator {
     std::vector<cudaEvent_t> spare;    // completed events, reused
     std::thread watchdog;
 
+    // trace_begin() .. trace_end(): timing events (all destroyed by drop_trace), ready/start/end per collective.
+    struct traced_op {
+      std::string what;
+      cudaEvent_t ready, start, end;
+    };
+    bool tracing = false;
+    cudaEvent_t trace_origin = nullptr, trace_ready = nullptr;
+    std::vector<traced_op> traced;
+    std::vector<cudaEvent_t> trace_events;
+
+    cudaEvent_t timing_event(cudaStream_t on) {
+      cudaEvent_t e = nullptr;
+      LOOM_CUDA_CHECK(cudaEventCreate(&e));
+      trace_events.push_back(e);
+      LOOM_CUDA_CHECK(cudaEventRecord(e, on));
+      return e;
+    }
+    void drop_trace() {
+      for (cudaEvent_t e : trace_events) cudaEventDestroy(e);
+      trace_events.clear();
+      traced.clear();
+      tracing = false;
+      trace_origin = trace_ready = nullptr;
+    }
+
     state() = default;
     state(const state&) = delete;
     state& operator=(const state&) = delete;
@@ -381,6 +455,7 @@ class nccl_communicator {
       for (auto& p : queue) cudaEventDestroy(p.done);
       for (auto e : spare) cudaEventDestroy(e);
       for (auto e : fences) cudaEventDestroy(e);
+      drop_trace();
       if (compute_done != nullptr) cudaEventDestroy(compute_done);
       if (collectives_done != nullptr) cudaEventDestroy(collectives_done);
       if (scratch != nullptr) cudaFree(scratch);
@@ -490,6 +565,7 @@ class nccl_communicator {
     if (count == 0 && !type.empty()) return;
     detail::device_guard guard(s_->device);
     const std::string what = detail::describe_collective(collective, count, type, s_->context);
+    cudaEvent_t trace_start = s_->tracing ? s_->timing_event(s_->stream) : nullptr;
     ncclResult_t r = call(s_->comm, s_->stream);
     if (r == ncclInProgress) {
       // A non-blocking communicator may finish enqueuing in the background: no NCCL call until it has.
@@ -515,6 +591,10 @@ class nccl_communicator {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     LOOM_CUDA_CHECK(cudaStreamIsCapturing(s_->stream, &capture));
     if (capture == cudaStreamCaptureStatusNone) s_->track(what);
+    if (trace_start != nullptr) {
+      cudaEvent_t end = s_->timing_event(s_->stream);
+      s_->traced.push_back({what, s_->trace_ready != nullptr ? s_->trace_ready : trace_start, trace_start, end});
+    }
   }
 };
 
