@@ -6,7 +6,7 @@
 #
 # The config.json / tokenizer_config.json targets (fuzz_config, fuzz_tokenizer_config) get half of SECONDS each:
 # their inputs are small JSON documents that fuzz_safetensors also feeds to the same readers, so the whole run takes
-# 4 x SECONDS rather than 5 x SECONDS.
+# 4 x SECONDS rather than 5 x SECONDS of fuzzing, run JOBS targets at a time.
 #
 # Each target starts from its seed corpus fuzz/corpus/<name without fuzz_>/ when there is one. New inputs go to a
 # scratch corpus under the build dir, so the committed seeds stay as they are. A crash leaves its reproducer in
@@ -39,27 +39,46 @@ if ((${#targets[@]} == 0)); then
 fi
 cmake --build "$build" --parallel "$jobs" --target "${targets[@]}"
 
-failed=()
-for t in "${targets[@]}"; do
+# One target's run: its summary on stdout, its status in BUILD_DIR/TARGET.status (a crash: non-zero).
+run_target() {
+  local t=$1 exe scratch artifacts secs rc=0
+  local seeds=()
   exe="$(find "$build" -type f -name "$t" -perm -u+x | head -n 1)"
-  [ -n "$exe" ] || { echo "fuzz.sh: $t was not built" >&2; failed+=("$t"); continue; }
+  if [ -z "$exe" ]; then
+    echo "fuzz.sh: $t was not built"
+    echo 1 >"$build/$t.status"
+    return
+  fi
   scratch="$build/corpus/$t"
   artifacts="$build/artifacts/$t"
   mkdir -p "$scratch" "$artifacts"
-  seeds=()
   [ -d "$root/fuzz/corpus/${t#fuzz_}" ] && seeds=("$root/fuzz/corpus/${t#fuzz_}")
   secs=$seconds
   case $t in fuzz_config | fuzz_tokenizer_config) secs=$(((seconds + 1) / 2)) ;; esac
   echo "fuzz.sh: $t for ${secs}s (seeds: ${seeds[*]:-none})"
   # -rss_limit_mb: a target must not need more than 2 GB on any input; -timeout: nor more than 10 s.
-  if ! "$exe" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-      -artifact_prefix="$artifacts/" "$scratch" "${seeds[@]}" 2>"$build/$t.log"; then
-    failed+=("$t")
-    tail -n 40 "$build/$t.log" >&2
+  "$exe" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$artifacts/" "$scratch" "${seeds[@]}" 2>"$build/$t.log" || rc=$?
+  if [ "$rc" != 0 ]; then
+    tail -n 40 "$build/$t.log"
   else
     { grep -E "DONE" "$build/$t.log" | tail -n 1
       grep -E "stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)" "$build/$t.log"; } | sed "s/^/  /"
   fi
+  echo "$rc" >"$build/$t.status"
+}
+
+# JOBS targets at a time (each libFuzzer process is single-threaded); summaries printed in target order.
+for t in "${targets[@]}"; do
+  rm -f "$build/$t.status"
+  run_target "$t" >"$build/$t.summary" 2>&1 &
+  while (($(jobs -rp | wc -l) >= jobs)); do wait -n || true; done
+done
+wait
+failed=()
+for t in "${targets[@]}"; do
+  cat "$build/$t.summary"
+  [ "$(cat "$build/$t.status" 2>/dev/null)" = 0 ] || failed+=("$t")
 done
 
 if ((${#failed[@]})); then

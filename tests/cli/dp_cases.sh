@@ -343,11 +343,14 @@ wait_for_step() {
 }
 
 LONG=(--eval-every 1000 --batch-size 4)
-P3000=("${LONG[@]}" --parallel dp --max-steps 3000)
+# DP_PREEMPT_STEPS: the preempted run's length (the sanitizer stage shortens it: its steps are ~5x slower, so the
+# SIGTERM after step 5 still lands mid-run).
+PREEMPT_STEPS=${DP_PREEMPT_STEPS:-3000}
+PREEMPT_RUN=("${LONG[@]}" --parallel dp --max-steps "$PREEMPT_STEPS")
 
 case_preempt() {
-  run_ok "$W/whole.log" "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${P3000[@]}" --output "$W/whole"
-  "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${P3000[@]}" --output "$W/cut" 2>"$W/cut.log" >/dev/null &
+  run_ok "$W/whole.log" "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${PREEMPT_RUN[@]}" --output "$W/whole"
+  "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${PREEMPT_RUN[@]}" --output "$W/cut" 2>"$W/cut.log" >/dev/null &
   local job=$! rc=0
   wait_for_step "$W/cut/metrics.jsonl" 5 $job
   kill -TERM $(pids_of_ranks $job)
@@ -356,22 +359,23 @@ case_preempt() {
   grep -q "preempted: stopped by a signal after step" "$W/cut.log" || fail "no preemption message: $(cat "$W/cut.log")"
   local step
   step=$(sed -n 's/.*after step \([0-9]*\) of.*/\1/p' "$W/cut.log" | head -n 1)
-  [ -n "$step" ] && [ "$step" -lt 3000 ] || fail "preempted after no step: $(cat "$W/cut.log")"
+  [ -n "$step" ] && [ "$step" -lt "$PREEMPT_STEPS" ] || fail "preempted after no step: $(cat "$W/cut.log")"
   [ "$(cat "$W/cut/latest")" = "checkpoint-$step" ] || fail "latest does not name checkpoint-$step"
   ! ls "$W/cut" | grep -q '^\.tmp' || fail "a temporary checkpoint was left behind"
-  run_ok "$W/resumed.log" "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${P3000[@]}" --resume "$W/cut" \
+  run_ok "$W/resumed.log" "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${PREEMPT_RUN[@]}" --resume "$W/cut" \
     --output "$W/cut"
   local f
   for f in model.safetensors optimizer-0-of-1.safetensors; do
-    cmp "$W/whole/checkpoint-3000/$f" "$W/cut/checkpoint-3000/$f" ||
+    cmp "$W/whole/checkpoint-$PREEMPT_STEPS/$f" "$W/cut/checkpoint-$PREEMPT_STEPS/$f" ||
       fail "preempted at step $step and resumed: $f differs from the uninterrupted run"
   done
   # --resume of the finished run: says so, with its figures, and trains nothing.
-  run_ok "$W/again.log" "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${P3000[@]}" --resume "$W/cut" \
+  run_ok "$W/again.log" "${MPIRUN[@]}" -np 2 "$LOOM_BERT" $(common dropout) "${PREEMPT_RUN[@]}" --resume "$W/cut" \
     --output "$W/cut"
   grep -q "that run already finished" "$W/again.log" || fail "no 'already finished': $(cat "$W/again.log")"
   grep -q "accuracy" "$W/again.log" || fail "the finished run's figures are missing: $(cat "$W/again.log")"
-  echo "dp_cases preempt: SIGTERM at step $step -> exit 75, checkpoint-$step; resumed run bit-identical at step 3000"
+  echo "dp_cases preempt: SIGTERM at step $step -> exit 75, checkpoint-$step; resumed run bit-identical at step" \
+    "$PREEMPT_STEPS"
 }
 
 # signal_rank1 SIGNAL MODE OUT [FLAGS...]: starts an endless run of SIGNAL_NP ranks (2) with --parallel MODE (the
