@@ -10,7 +10,8 @@
 #   load       scripts/serve/load_test.py: 10000 requests (SERVE_LOAD_REQUESTS) at concurrency 64 and at 256 on
 #              --runners 2, no failure,
 #              every answer equal to the one recorded at concurrency 1
-#   drain      SIGTERM under load: exit 0; every request sent before the signal answered 200 (in-flight ones too)
+#   drain      SIGTERM under load: exit 0; every request sent before the signal answered 200 (in-flight ones too;
+#              one sent in the last 50 ms may be refused with 503 instead, unread when draining began)
 #   triton     scripts/serve/check_tritonclient.py with tritonclient[http] (scripts/get_tritonclient.sh; exit 77,
 #              skipped, without it)
 # The model is the tiny_a fixture (tests/fixtures/bert/tiny_a: a BertForSequenceClassification checkpoint with its
@@ -575,9 +576,14 @@ import json, sys
 w, t_kill = sys.argv[1], float(sys.argv[2])
 s = json.load(open(f"{w}/drain.json"))
 log = [json.loads(l) for l in open(f"{w}/drain_log.jsonl")]
-# Sent (bytes handed to the kernel) before the signal: the server had them; each must have been answered 200.
+# Sent (bytes handed to the kernel) before the signal: the server had them; each must have been answered 200. A
+# request sent in the last RACE s before the signal may still sit unread in the server's socket when draining
+# starts: the server then refuses it with 503 "shutting down" (it never accepted it, so nothing is lost). Seen under
+# ASan at -O1 with another test beside it: 2 requests sent 1 ms before the signal.
+RACE = 0.05
 before = [r for r in log if r["ts"] is not None and r["ts"] < t_kill]
-bad = [r for r in before if r["outcome"] != "ok"]
+bad = [r for r in before
+       if r["outcome"] != "ok" and not (r["outcome"] == "status_503" and r["ts"] > t_kill - RACE)]
 in_flight = [r for r in before if r["t1"] > t_kill]
 after = [r for r in log if r not in before]
 kinds = {}

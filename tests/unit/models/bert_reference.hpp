@@ -13,6 +13,7 @@
 #include <loom/models/bert/sentence_encoder.hpp>
 #include <loom/models/bert/weights.hpp>
 
+#include "source_dir.hpp"
 #include "test_util.hpp"
 
 using namespace loom;
@@ -22,7 +23,7 @@ namespace {
 
 // LOOM_SOURCE_DIR in the environment overrides the build's path (tests run from a copy on the GPU machine).
 const std::filesystem::path fixtures =
-    std::filesystem::path(std::getenv("LOOM_SOURCE_DIR") ? std::getenv("LOOM_SOURCE_DIR") : LOOM_SOURCE_DIR) /
+    loom::test::source_dir() /
     "tests/fixtures/bert";
 
 /// Rows [first, first + count) of row-major [rows, seq] token data, cut to `cut` tokens, as a batch on the test

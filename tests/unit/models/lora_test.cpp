@@ -16,6 +16,7 @@
 #include <loom/models/bert/model.hpp>
 #include <loom/models/bert/weights.hpp>
 
+#include "source_dir.hpp"
 #include "test_util.hpp"
 
 using namespace loom;
@@ -24,7 +25,7 @@ using loom::test::device;
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path fixtures = fs::path(LOOM_SOURCE_DIR) / "tests/fixtures/bert";
+const fs::path fixtures = loom::test::source_dir() / "tests/fixtures/bert";
 using fp32_model = bert::model<precision::fp32, parallel::single, device>;
 
 /// Inputs of a reference file, as a batch on the test device.

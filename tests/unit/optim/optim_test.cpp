@@ -17,6 +17,7 @@
 #include <loom/optim/sgd.hpp>
 #include <loom/precision/loss_scaler.hpp>
 
+#include "source_dir.hpp"
 #include "test_util.hpp"
 
 using namespace loom;
@@ -28,7 +29,7 @@ using Catch::Approx;
 
 namespace {
 
-const std::filesystem::path fixture_dir = std::filesystem::path(LOOM_SOURCE_DIR) / "tests/fixtures/optim";
+const std::filesystem::path fixture_dir = loom::test::source_dir() / "tests/fixtures/optim";
 
 const json& fixture(const std::string& name) {
   static std::map<std::string, json> cache;

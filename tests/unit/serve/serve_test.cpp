@@ -3,6 +3,7 @@
 // loom::serve: the batcher's buckets, delay and bound; the metrics text; model_service handing every row's output
 // back to its own request under concurrency; bert_runner on the host against transformers' logits, alone and
 // batched with texts of other lengths.
+#include "source_dir.hpp"
 #include "catch.hpp"
 
 #include <atomic>
@@ -45,7 +46,7 @@ std::vector<test_row> rows_of(std::initializer_list<std::int64_t> lengths, int f
 }
 
 const std::filesystem::path tiny_a =
-    std::filesystem::path(std::getenv("LOOM_SOURCE_DIR") ? std::getenv("LOOM_SOURCE_DIR") : LOOM_SOURCE_DIR) /
+    loom::test::source_dir() /
     "tests/fixtures/bert/tiny_a";
 
 /// The tiny_a fixture's config and tokenizer (every model_service is built on them).

@@ -10,6 +10,7 @@
 #include <loom/train/metrics.hpp>
 #include <loom/train/sampler.hpp>
 
+#include "source_dir.hpp"
 #include "catch.hpp"
 
 using namespace loom;
@@ -20,7 +21,7 @@ std::filesystem::path write_temp(const std::string& name, const std::string& tex
   std::ofstream(p) << text;
   return p;
 }
-const std::filesystem::path vocab = std::filesystem::path(LOOM_SOURCE_DIR) / "tests/fixtures/bert/tiny_a/vocab.txt";
+const std::filesystem::path vocab = loom::test::source_dir() / "tests/fixtures/bert/tiny_a/vocab.txt";
 }  // namespace
 
 TEST_CASE("label sets sort integers numerically and names lexically", "[train]") {

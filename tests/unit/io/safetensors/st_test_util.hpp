@@ -19,6 +19,8 @@
 
 #include <loom/io/safetensors.hpp>
 
+#include "source_dir.hpp"
+
 namespace loom_test {
 
 /// A safetensors image: 8-byte length (the header's own length unless `declared` says otherwise), header, data.
@@ -109,7 +111,7 @@ inline std::vector<std::string> list_dir(const std::filesystem::path& dir) {
 }
 
 inline std::filesystem::path fixture(std::string_view relative) {
-  return std::filesystem::path(LOOM_SOURCE_DIR) / "tests" / "fixtures" / relative;
+  return loom::test::source_dir() / "tests" / "fixtures" / relative;
 }
 
 }  // namespace loom_test

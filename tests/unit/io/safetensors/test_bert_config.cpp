@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "source_dir.hpp"
 #include "catch.hpp"
 #include "fifo_probe.hpp"
 #include "st_test_util.hpp"
@@ -477,7 +478,7 @@ TEST_CASE("config files that are not regular files are refused by name, without 
 TEST_CASE("the config fuzz seeds (real config.json and tokenizer_config.json files) all load", "[io][config][fuzz]") {
   // fuzz/fuzz_config.cpp and fuzz/fuzz_tokenizer_config.cpp start from these: every one must pass the size limits
   // and the label-map check, or the fuzzers would only ever explore the error paths.
-  const auto corpus = std::filesystem::path(LOOM_SOURCE_DIR) / "fuzz" / "corpus";
+  const auto corpus = loom::test::source_dir() / "fuzz" / "corpus";
   std::size_t n = 0;
   for (const auto& e : std::filesystem::directory_iterator(corpus / "config")) {
     INFO(e.path().string());

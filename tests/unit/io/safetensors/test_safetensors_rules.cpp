@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "source_dir.hpp"
 #include "catch.hpp"
 #include "st_test_util.hpp"
 
@@ -355,7 +356,7 @@ TEST_CASE("valid: BOOL bytes other than 0/1 read as true, not as invalid bool ob
 
 TEST_CASE("fuzz corpus (seeds and past crashes) only ever raises loom errors", "[io][safetensors][fuzz]") {
   // The same entry points as fuzz/fuzz_safetensors.cpp, on every file of its corpus, in the ordinary test run.
-  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(LOOM_SOURCE_DIR) / "fuzz" / "corpus" /
+  for (const auto& e : std::filesystem::directory_iterator(loom::test::source_dir() / "fuzz" / "corpus" /
                                                           "safetensors")) {
     INFO(e.path().string());
     const std::string bytes = loom_test::read_file(e.path());
