@@ -223,8 +223,8 @@ inline void register_bench(CLI::App& app) {
       ->capture_default_str()->check(CLI::IsMember({"auto", "fp32", "grad"}));
   sub->add_flag("--comm-trace", o->comm_trace,
                 "with --parallel dp on CUDA: after the timing, one more step traced on the GPU's clock (each bucket's "
-                "all-reduce: when its gradients were ready, when it started and ended, beside backward's end); a "
-                "JSON line per event, kind \"comm_trace\"");
+                "all-reduce: when its gradients were ready, when it started and ended, beside backward's start and "
+                "end), and one without the reduction for comparison; a JSON line per event, kind \"comm_trace\"");
   sub->add_option("--texts", o->texts, "time passes over these rows of text (CSV, TSV or JSONL) instead of full-length "
                   "ids: tokenized, cut into --batch sizes, padded or padding-free")
       ->check(CLI::ExistingFile);

@@ -26,7 +26,7 @@ struct train_bench_options {
   std::string reduce_dtype = "auto";
   std::string offload = "none";  ///< with a ZeRO stage: "optimizer" or (zero3) "params" (train::offload_of)
   unsigned offload_threads = 0;
-  bool comm_trace = false;  ///< data parallel on CUDA: one more step with its collectives timed (comm_trace lines)
+  bool comm_trace = false;  ///< data parallel on CUDA: two more steps timed on the GPU (comm_trace lines)
 };
 /// Prints one JSON line (kind "train", as ../shared/bench/hf_bert.py).
 void bench_train_host(const train_bench_options& o);
