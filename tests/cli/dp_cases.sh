@@ -518,15 +518,16 @@ PY
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 buckets = [j["buckets"] for j in lines if j["kind"] == "train"][0]
+step_marks = ["last backward start", "backward end", "gradients reduced", "step end"]
 for rank in (0, 1):
     alone = [j["what"] for j in lines if j["kind"] == "comm_trace" and j["rank"] == rank and not j["reduce"]]
-    assert alone == ["last backward start", "backward end", "gradients reduced", "step end"], alone
+    assert alone == step_marks, alone
     t = [j for j in lines if j["kind"] == "comm_trace" and j["rank"] == rank and j["reduce"]]
     names = [j["what"] for j in t]
     ops = [j for j in t if j["what"].startswith("all_reduce of ")]
     assert len(ops) == buckets, (rank, len(ops), buckets)
     marks = [n for n in names if not n.startswith("all_reduce")]
-    assert marks == ["last backward start", "backward end", "gradients reduced", "step end"], marks
+    assert marks == step_marks, marks
     at = {j["what"]: j["end_ms"] for j in t}
     for j in ops:
         # ready and start follow the same point of the compute stream (events of two streams: a few us apart)

@@ -647,6 +647,16 @@ class data_parallel {
     sync_ = false;
   }
 
+  // f(gradient span, its part of widened_[b]) for each span of bucket b: the spans lie back to back there.
+  template <class F>
+  void for_each_widened_span(std::size_t b, F&& f) {
+    index_t at = 0;
+    for (const auto& [lo, hi] : buckets_[b].spans) {
+      f(flat_.slice(0, lo, hi), widened_[b].slice(0, at, at + (hi - lo)));
+      at += hi - lo;
+    }
+  }
+
   void launch(std::size_t b) {
     launched_[b] = true;
     const bucket& bk = buckets_[b];
@@ -655,22 +665,12 @@ class data_parallel {
       // backward's stream carries none of it, and only the last bucket's work is left for after backward (compute
       // reads the bucket's gradients again only after finish_gradients' wait).
       grads_->order_after_compute();
-      grads_->in_stream_order([&] {
-        index_t at = 0;
-        for (const auto& [lo, hi] : bk.spans) {
-          assign(widened_[b].slice(0, at, at + (hi - lo)), cast<float>(flat_.slice(0, lo, hi)));
-          at += hi - lo;
-        }
-      });
+      grads_->in_stream_order(
+          [&] { for_each_widened_span(b, [](const auto& g, const auto& w) { assign(w, cast<float>(g)); }); });
       grads_->all_reduce(widened_[b].data(), widened_[b].data(), static_cast<std::size_t>(bk.elements),
                          reduce_op::sum);
-      grads_->in_stream_order([&] {
-        index_t from = 0;
-        for (const auto& [lo, hi] : bk.spans) {
-          assign(flat_.slice(0, lo, hi), cast<G>(widened_[b].slice(0, from, from + (hi - lo))));
-          from += hi - lo;
-        }
-      });
+      grads_->in_stream_order(
+          [&] { for_each_widened_span(b, [](const auto& g, const auto& w) { assign(g, cast<G>(w)); }); });
       return;
     }
     grads_->order_after_compute();
