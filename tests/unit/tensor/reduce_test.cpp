@@ -54,7 +54,7 @@ double reduce_tolerance(index_t n) {
 
 }  // namespace
 
-// The element types below; the CUDA build compiles them in two translation units (tests/gpu/tensor_reduce*.cu) so
+// The element types below; the CUDA build compiles them in three translation units (tests/gpu/tensor_reduce*.cu) so
 // that neither instantiates every type's reduction kernels.
 #ifndef LOOM_REDUCE_TEST_TYPES
 #define LOOM_REDUCE_TEST_TYPES float, double, loom::bf16, loom::f16
