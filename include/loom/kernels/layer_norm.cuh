@@ -46,41 +46,32 @@ template <class T>
 struct residual_source {
   row_view<const T> a, b;
   row_view<T> sum;
-  // residual_dropout on b (drop false: none), its draws as uniform01(seed, offset, first + r * n + c).
-  bool drop = false;
-  float threshold = 0;
-  compute_t<T> scale = 1;
-  std::uint64_t seed = 0, offset = 0, first = 0;
+  bool drop = false;  // b goes through `mask` first
+  residual_mask<T> mask;
   // H200, 32768 x 768 bf16: 3623 GB/s persistent vs 3587 one row per warp (inference 3435 vs 3326).
   static constexpr bool prefer_persistent = true;
   struct ctx {
     const T* a;
     const T* b;
-    std::uint64_t first;  // draw index of the row's column 0
+    std::uint64_t first;  // element index of the row's column 0
   };
   struct hint {};
   __device__ LOOM_FORCEINLINE hint fetch(index_t) const { return {}; }
   __device__ LOOM_FORCEINLINE ctx prepare(index_t r, hint) const {
-    return {a.row(r), b.row(r), first + static_cast<std::uint64_t>(r * b.n)};
+    return {a.row(r), b.row(r), static_cast<std::uint64_t>(r * b.n)};
   }
   __device__ LOOM_FORCEINLINE void load(const ctx& p, index_t c, stat_t<T> (&v)[vec_width<T>]) const {
     constexpr int V = vec_width<T>;
     stat_t<T> w[V];
     load_vec(p.a + c, v);
     load_vec(p.b + c, w);
-    if (drop) {
-      float u[V];
-      uniform01_run(seed, offset, p.first + static_cast<std::uint64_t>(c), u);
-#pragma unroll
-      for (int k = 0; k < V; ++k) w[k] = drop_residual<T>(w[k], u[k], threshold, scale);
-    }
+    if (drop) mask.apply_run(w, p.first + static_cast<std::uint64_t>(c));
 #pragma unroll
     for (int k = 0; k < V; ++k) v[k] = round_to<T>(v[k] + w[k]);
   }
   __device__ LOOM_FORCEINLINE stat_t<T> at(const ctx& p, index_t c) const {
     stat_t<T> w = widen(p.b[c]);
-    if (drop)
-      w = drop_residual<T>(w, uniform01(seed, offset, p.first + static_cast<std::uint64_t>(c)), threshold, scale);
+    if (drop) w = mask.apply(w, p.first + static_cast<std::uint64_t>(c));
     return round_to<T>(widen(p.a[c]) + w);
   }
   __device__ LOOM_FORCEINLINE T* sum_row(index_t r) const { return sum.data ? sum.row(r) : nullptr; }
@@ -95,7 +86,12 @@ constexpr int ln_backward_max_columns = 48;
 /// Blocks per SM the backward warp kernel is compiled for, by 16-byte packs per lane: the register caps (96, 128)
 /// that ptxas 13.0 meets without spilling on sm_90 for float, bf16 and f16 (checked with -Xptxas -v; n = 768 bf16
 /// is 3 packs per lane: 96 registers, 5 blocks of 4 warps per SM instead of 3 at 144 uncapped).
-constexpr int ln_backward_min_blocks(int packs) { return packs <= 3 ? 5 : packs == 4 ? 4 : 1; }
+/// With the dropout output (Drop) Philox's state must fit too: one block fewer (bf16 at 3 packs spilled 196 bytes at
+/// 96 registers).
+constexpr int ln_backward_min_blocks(int packs, bool drop = false) {
+  const int blocks = packs <= 3 ? 5 : packs == 4 ? 4 : 1;
+  return drop && blocks > 1 ? blocks - 1 : blocks;
+}
 
 /// Normalises row r with the warp: the row lives in registers (VPT 16-byte vectors per lane), so the input is
 /// read once and y written once, the minimum traffic.
@@ -218,6 +214,9 @@ struct ln_grad {
   const stat_t<T>* rstd;
   float* partial;  // [gridDim.x][2 n]: this block's dgamma then dbeta sums
   bool acc_dx;
+  // The Drop kernels also write dx as stored, through `mask`, into `dropped`.
+  row_view<T> dropped;
+  residual_mask<T> mask;
 };
 
 /// Warp per row over a persistent grid (one wave of blocks). Each lane always owns the same columns, so gamma stays
@@ -226,8 +225,8 @@ struct ln_grad {
 /// in registers took 144-196 per thread at n = 768 bf16 (3 blocks of 4 warps per SM), in shared memory ~80.
 /// x and dy stay raw 16-byte packs, and the next row's packs are loaded before the current row is reduced, so a
 /// warp always has a row in flight. At the end the warps' slices are summed in warp order into `partial`.
-template <class T, int VPT>
-__global__ void __launch_bounds__(32 * ln_warps_per_block, ln_backward_min_blocks(VPT))
+template <class T, int VPT, bool Drop>
+__global__ void __launch_bounds__(32 * ln_warps_per_block, ln_backward_min_blocks(VPT, Drop))
     ln_backward_warp_kernel(ln_grad<T> p, index_t rows) {
   using S = stat_t<T>;
   constexpr int V = vec_width<T>;
@@ -303,6 +302,12 @@ __global__ void __launch_bounds__(32 * ln_warps_per_block, ln_backward_min_block
           out[k] = rstd * (g - c1 - xh * c2) + (p.acc_dx ? old[k] : S(0));
         }
         store_vec(dxr + c, out);
+        if constexpr (Drop) {
+#pragma unroll
+          for (int k = 0; k < V; ++k) out[k] = round_to<T>(out[k]);
+          p.mask.apply_run(out, static_cast<std::uint64_t>(r * n + c));
+          store_vec(p.dropped.row1(r) + c, out);
+        }
       }
     }
 #pragma unroll
@@ -326,7 +331,7 @@ __global__ void __launch_bounds__(32 * ln_warps_per_block, ln_backward_min_block
 
 /// Block per row (grid-stride), any n and alignment; each thread owns columns c = threadIdx.x + k * blockDim.x and
 /// adds their dgamma/dbeta contributions straight into this block's partial row (no other thread touches them).
-template <class T>
+template <class T, bool Drop>
 __global__ void __launch_bounds__(256) ln_backward_block_kernel(ln_grad<T> p, index_t rows) {
   using S = stat_t<T>;
   __shared__ S scratch[32];
@@ -356,6 +361,8 @@ __global__ void __launch_bounds__(256) ln_backward_block_kernel(ln_grad<T> p, in
       S v = rstd * (g - c1 - xh * c2);
       if (p.acc_dx) v += widen(dxr[c]);
       dxr[c] = narrow<T>(v);
+      if constexpr (Drop)
+        p.dropped.row(r)[c] = narrow<T>(p.mask.apply(round_to<T>(v), static_cast<std::uint64_t>(r * n + c)));
     }
   }
 }
@@ -413,11 +420,7 @@ void cuda_layer_norm_forward(const row_view<T>& a, const row_view<T>& b, const T
     s.sum = sum_out;
     if (drop.p > 0) {
       s.drop = true;
-      s.threshold = static_cast<float>(drop.p);
-      s.scale = static_cast<compute_t<T>>(1.0 / (1.0 - drop.p));
-      s.seed = drop.seed;
-      s.offset = drop.offset;
-      s.first = drop.first;
+      s.mask = residual_mask<T>(drop);
     }
     launch_ln_forward<T>(s, o, a.rows,
                          params_ok && a.vector_aligned() && b.vector_aligned() && y.vector_aligned() &&
@@ -440,7 +443,7 @@ index_t ln_backward_vectors_per_lane(index_t n, bool vector_ok) {
   return per_lane * vec_width<T> <= ln_backward_max_columns ? per_lane : 0;
 }
 
-template <class T>
+template <class T, bool Drop = false>
 index_t ln_backward_blocks(index_t rows, index_t n, bool vector_ok, bool* warp_path = nullptr) {
   const index_t per_lane = ln_backward_vectors_per_lane<T>(n, vector_ok);
   index_t blocks = 0;
@@ -448,11 +451,11 @@ index_t ln_backward_blocks(index_t rows, index_t n, bool vector_ok, bool* warp_p
     // Occupancy is a property of the instantiation: ask the driver once per thread.
     if constexpr (VPT * vec_width<T> <= ln_backward_max_columns) {  // others are never dispatched: not instantiated
       static thread_local const index_t resident =
-          resident_blocks(ln_backward_warp_kernel<T, VPT>, 32 * ln_warps_per_block);
+          resident_blocks(ln_backward_warp_kernel<T, VPT, Drop>, 32 * ln_warps_per_block);
       blocks = std::min(ceil_div(rows, ln_warps_per_block), resident);
     }
   });
-  if (!warp) blocks = std::min(rows, resident_blocks(ln_backward_block_kernel<T>, row_block_threads(n)));
+  if (!warp) blocks = std::min(rows, resident_blocks(ln_backward_block_kernel<T, Drop>, row_block_threads(n)));
   if (warp_path) *warp_path = warp;
   return std::clamp<index_t>(blocks, 1, ln_backward_block_cap(rows));
 }
@@ -465,7 +468,8 @@ inline std::size_t cuda_layer_norm_backward_workspace_bytes(index_t rows, index_
 template <class T, class G>
 void cuda_layer_norm_backward(const row_view<T>& dy, const row_view<T>& x, const T* gamma, const stat_t<T>* mean,
                               const stat_t<T>* rstd, const row_view<T>& dx, G* dgamma, G* dbeta, bool acc_params,
-                              bool acc_dx, std::uint8_t* workspace) {
+                              bool acc_dx, std::uint8_t* workspace, const row_view<T>& dropped = {},
+                              const residual_dropout& drop = {}) {
   cudaStream_t stream = current_stream();
   const index_t rows = x.rows, n = x.n;
   row_view<G> g0, g1;  // dgamma, dbeta as one-row views (rows and n set even when absent: they route columns)
@@ -475,19 +479,31 @@ void cuda_layer_norm_backward(const row_view<T>& dy, const row_view<T>& x, const
     if (!acc_params) launch_zero_rows(g0, stream), launch_zero_rows(g1, stream);
     return;
   }
+  const bool with_drop = dropped.data && dx.data && drop.p > 0;
   const bool vector_ok = reinterpret_cast<std::uintptr_t>(gamma) % 16 == 0 && x.vector_aligned() &&
-                         dy.vector_aligned() && (!dx.data || dx.vector_aligned());
-  bool warp = false;
-  const index_t blocks = ln_backward_blocks<T>(rows, n, vector_ok, &warp);
+                         dy.vector_aligned() && (!dx.data || dx.vector_aligned()) &&
+                         (!with_drop || dropped.vector_aligned());
   ln_grad<T> p{const_rows(dy), const_rows(x), dx, gamma, mean, rstd, reinterpret_cast<float*>(workspace), acc_dx};
-  if (warp) {
-    with_vectors_per_lane(ln_backward_vectors_per_lane<T>(n, vector_ok), [&]<int VPT>() {
-      if constexpr (VPT * vec_width<T> <= ln_backward_max_columns)
-        ln_backward_warp_kernel<T, VPT><<<static_cast<unsigned>(blocks), 32 * ln_warps_per_block, 0, stream>>>(p, rows);
-    });
-  } else {
-    ln_backward_block_kernel<T><<<static_cast<unsigned>(blocks), row_block_threads(n), 0, stream>>>(p, rows);
+  if (with_drop) {
+    p.dropped = dropped;
+    p.mask = residual_mask<T>(drop);
   }
+  index_t blocks = 0;
+  const auto launch = [&]<bool Drop>() {
+    bool warp = false;
+    blocks = ln_backward_blocks<T, Drop>(rows, n, vector_ok, &warp);
+    if (warp) {
+      with_vectors_per_lane(ln_backward_vectors_per_lane<T>(n, vector_ok), [&]<int VPT>() {
+        if constexpr (VPT * vec_width<T> <= ln_backward_max_columns)
+          ln_backward_warp_kernel<T, VPT, Drop>
+              <<<static_cast<unsigned>(blocks), 32 * ln_warps_per_block, 0, stream>>>(p, rows);
+      });
+    } else {
+      ln_backward_block_kernel<T, Drop><<<static_cast<unsigned>(blocks), row_block_threads(n), 0, stream>>>(p, rows);
+    }
+  };
+  if (with_drop) launch.template operator()<true>();
+  else launch.template operator()<false>();
   LOOM_CUDA_CHECK_LAUNCH();
   launch_column_reduce(p.partial, blocks, g0, g1, acc_params, stream);
 }

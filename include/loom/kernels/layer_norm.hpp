@@ -35,6 +35,32 @@ LOOM_HOST_DEVICE LOOM_FORCEINLINE S drop_residual(S v, float u, float threshold,
   return convert<S>(convert<T>(u >= threshold ? static_cast<compute_t<T>>(v) * scale : compute_t<T>(0)));
 }
 
+/// A residual_dropout as every LayerNorm pass applies it (forward on b, backward on dx): the keep threshold, the
+/// scale in T's compute type and the stream; element i of the tensor (row r, column c: i = r * n + c) draws
+/// uniform01(seed, offset, first + i).
+template <class T>
+struct residual_mask {
+  float threshold = 0;
+  compute_t<T> scale = 1;
+  std::uint64_t seed = 0, offset = 0, first = 0;
+  residual_mask() = default;
+  explicit residual_mask(const residual_dropout& d)
+      : threshold(static_cast<float>(d.p)), scale(static_cast<compute_t<T>>(1.0 / (1.0 - d.p))), seed(d.seed),
+        offset(d.offset), first(d.first) {}
+  /// Element i through the mask.
+  template <class S>
+  LOOM_HOST_DEVICE LOOM_FORCEINLINE S apply(S v, std::uint64_t i) const {
+    return drop_residual<T>(v, uniform01(seed, offset, first + i), threshold, scale);
+  }
+  /// Elements i .. i + V - 1 (one Philox call per four draws when aligned).
+  template <class S, int V>
+  LOOM_HOST_DEVICE LOOM_FORCEINLINE void apply_run(S (&v)[V], std::uint64_t i) const {
+    float u[V];
+    uniform01_run(seed, offset, first + i, u);
+    for (int k = 0; k < V; ++k) v[k] = drop_residual<T>(v[k], u[k], threshold, scale);
+  }
+};
+
 // ---- host implementation --------------------------------------------------------------------------------------
 
 /// Normalises one row of already-rounded values `s` into y (and saves the statistics when asked).
@@ -61,8 +87,7 @@ void host_layer_norm_forward(const row_view<T>& a, const row_view<T>& b, const T
                              const row_view<T>& sum_out, const row_view<T>& y, stat_t<T>* mean, stat_t<T>* rstd,
                              const residual_dropout& drop) {
   using S = stat_t<T>;
-  const float threshold = static_cast<float>(drop.p);
-  const auto scale = static_cast<compute_t<T>>(1.0 / (1.0 - drop.p));
+  const residual_mask<T> mask(drop);
   std::vector<S> s(static_cast<std::size_t>(a.n));
   for (index_t r = 0; r < a.rows; ++r) {
     const T* ar = a.row(r);
@@ -71,10 +96,7 @@ void host_layer_norm_forward(const row_view<T>& a, const row_view<T>& b, const T
       // The sum is stored as T before it is normalised, exactly as torch's unfused `LN(x + h)` sees it.
       for (index_t j = 0; j < a.n; ++j) {
         S w = convert<S>(br[j]);
-        if (drop.p > 0)
-          w = drop_residual<T>(
-              w, uniform01(drop.seed, drop.offset, drop.first + static_cast<std::uint64_t>(r * a.n + j)), threshold,
-              scale);
+        if (drop.p > 0) w = mask.apply(w, static_cast<std::uint64_t>(r * a.n + j));
         s[j] = convert<S>(convert<T>(static_cast<compute_t<T>>(convert<S>(ar[j]) + w)));
       }
     } else {
@@ -92,7 +114,7 @@ void host_layer_norm_forward(const row_view<T>& a, const row_view<T>& b, const T
 template <class T, class G>
 void host_layer_norm_backward(const row_view<T>& dy, const row_view<T>& x, const T* gamma, const stat_t<T>* mean,
                               const stat_t<T>* rstd, const row_view<T>& dx, G* dgamma, G* dbeta, bool acc_params,
-                              bool acc_dx) {
+                              bool acc_dx, const row_view<T>& dropped = {}, const residual_dropout& drop = {}) {
   using S = stat_t<T>;
   const index_t n = x.n;
   std::vector<S> dg(static_cast<std::size_t>(n), S(0)), db(static_cast<std::size_t>(n), S(0));
@@ -116,6 +138,12 @@ void host_layer_norm_backward(const row_view<T>& dy, const row_view<T>& x, const
       T* dxr = dx.row(r);
       // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma.
       for (index_t j = 0; j < n; ++j) store_mode(dxr[j], rstd[r] * (g[j] - c1 - xhat[j] * c2), acc_dx);
+      if (dropped.data && drop.p > 0) {
+        const residual_mask<T> mask(drop);
+        T* out = dropped.row(r);
+        for (index_t j = 0; j < n; ++j)
+          out[j] = convert<T>(mask.apply(convert<S>(dxr[j]), static_cast<std::uint64_t>(r * n + j)));
+      }
     }
   }
   for (index_t j = 0; j < n; ++j) {
@@ -257,6 +285,12 @@ std::size_t layer_norm_backward_workspace_bytes(index_t rows, index_t n) {
 /// floating type G than the activations (fp32 gradients for bf16 activations). On CUDA: rows are reduced into
 /// per-block fp32 partials in `workspace` (layer_norm_backward_workspace_bytes), then summed in a fixed order by a
 /// second kernel: results are bitwise reproducible run to run. No atomics, no allocation, no host synchronisation.
+/// `dropped` with `drop.p` > 0 (dx given, of x's shape; it may be dx itself, which then ends as dropout(dx): each
+/// element is stored to dx, then to `dropped`, by the same thread): the same pass also writes dropout(dx), dx
+/// as stored through `drop` (element j of row r draws uniform01(seed, offset, first + r * n + j)): bit for bit what
+/// `assign(dropped, where(uniform<float>(seed, offset).from(first) >= p, dx * (1.0 / (1.0 - p)), 0.0))` stores after
+/// the call, in one pass instead of two. That is the gradient of a sublayer whose output went through
+/// add_layer_norm_forward's residual_dropout, while dx stays the residual's share.
 /// \tparam T activation type \tparam G parameter-gradient type
 ///
 /// ```cpp
@@ -269,15 +303,25 @@ template <floating T, floating G, device_tag D>
 void layer_norm_backward(const tensor<T, D>& dy, const tensor<T, D>& x, const tensor<T, D>& gamma,
                          const tensor<stat_t<T>, D>& mean, const tensor<stat_t<T>, D>& rstd, const tensor<T, D>& dx,
                          const tensor<G, D>& dgamma, const tensor<G, D>& dbeta, grad_mode mode_for_params,
-                         grad_mode mode_for_dx, const tensor<std::uint8_t, D>& workspace = {}) {
+                         grad_mode mode_for_dx, const tensor<std::uint8_t, D>& workspace = {},
+                         const tensor<T, D>& dropped = {}, const residual_dropout& drop = {}) {
   constexpr const char* op = "layer_norm_backward";
   using namespace detail;
   check_same_shape(dy, x.extents(), op, "dy", "x");
   const row_view<T> xv = rows_of(x, op, "x"), dyv = rows_of(dy, op, "dy");
-  row_view<T> dxv;
+  row_view<T> dxv, dropv;
   if (given(dx)) {
     check_same_shape(dx, x.extents(), op, "dx", "x");
     dxv = rows_of(dx, op, "dx");
+  }
+  LOOM_CHECK(drop.p >= 0 && drop.p < 1,
+             std::string(op) + ": dropout probability must be in [0, 1), got " + std::to_string(drop.p));
+  if (given(dropped) && drop.p > 0) {
+    LOOM_CHECK(given(dx), std::string(op) + ": `dropped` is dropout(dx): give dx too");
+    check_same_shape(dropped, x.extents(), op, "dropped", "x");
+    LOOM_CHECK(dropped.data() != dx.data() || dropped.strides() == dx.strides(),
+               std::string(op) + ": `dropped` overlaps dx with other strides");
+    dropv = rows_of(dropped, op, "dropped");
   }
   check_vector(gamma, xv.n, op, "gamma");
   LOOM_CHECK(given(mean) && given(rstd), std::string(op) + ": mean and rstd saved by the forward pass are required");
@@ -285,13 +329,13 @@ void layer_norm_backward(const tensor<T, D>& dy, const tensor<T, D>& x, const te
   check_vector(rstd, xv.rows, op, "rstd");
   if (given(dgamma)) check_vector(dgamma, xv.n, op, "dgamma");
   if (given(dbeta)) check_vector(dbeta, xv.n, op, "dbeta");
-  check_same_device<D>(op, x.device_index(), dy, gamma, mean, rstd, dx, dgamma, dbeta, workspace);
+  check_same_device<D>(op, x.device_index(), dy, gamma, mean, rstd, dx, dgamma, dbeta, workspace, dropped);
   const bool acc_params = mode_for_params == grad_mode::accumulate, acc_dx = mode_for_dx == grad_mode::accumulate;
   if constexpr (std::is_same_v<D, host>) {
     if (xv.n == 0) return;
     host_layer_norm_backward<T, G>(dyv, xv, gamma.data(), mean.data(), rstd.data(), dxv,
                                    given(dgamma) ? dgamma.data() : nullptr, given(dbeta) ? dbeta.data() : nullptr,
-                                   acc_params, acc_dx);
+                                   acc_params, acc_dx, dropv, drop);
   } else {
     static_assert(!std::is_same_v<T, double>, "layer norm on CUDA supports float, bf16 and f16 (double: host only)");
 #if LOOM_CUDA_COMPILER
@@ -303,7 +347,7 @@ void layer_norm_backward(const tensor<T, D>& dy, const tensor<T, D>& x, const te
                    std::to_string(xv.n) + ")), got " + (given(workspace) ? workspace.extents().str() : "none"));
     cuda_layer_norm_backward<T, G>(dyv, xv, gamma.data(), mean.data(), rstd.data(), dxv,
                                    given(dgamma) ? dgamma.data() : nullptr, given(dbeta) ? dbeta.data() : nullptr,
-                                   acc_params, acc_dx, workspace.data());
+                                   acc_params, acc_dx, workspace.data(), dropv, drop);
 #else
     static_assert(dependent_false<T>, "loom's row kernels on CUDA need an nvcc-compiled translation unit");
 #endif

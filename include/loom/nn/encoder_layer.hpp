@@ -124,13 +124,11 @@ class encoder_layer {
                 grad_mode param_mode, bool need_dx, const pass& p) const {
     // out = LN2(h1 + ffn_out): d h1 gets the residual share now and the feed-forward's share below; d ffn_out is
     // the residual share through the dropout mask.
-    norm2_.backward(s.dx, a.norm2, s.dh1, param_mode, s.ln_workspace);
-    const tensor_t dffn = norm2_.sublayer_grad(s.dh1, s.dsum, p);
+    const tensor_t dffn = norm2_.backward(s.dx, a.norm2, s.dh1, s.dsum, param_mode, s.ln_workspace, p);
     ffn_.backward(dffn, a.norm1.out, s.dh1, a.ffn, s.dinter, param_mode, s.lora, p, s.ones);
     // h1 = LN1(input + attn_out): the residual share of d input (kept in dx when the layer below needs it).
     const tensor_t& dsum1 = need_dx ? s.dx : s.dsum;
-    norm1_.backward(s.dh1, a.norm1, dsum1, param_mode, s.ln_workspace);
-    const tensor_t dattn = norm1_.sublayer_grad(dsum1, s.dsum, p);
+    const tensor_t dattn = norm1_.backward(s.dh1, a.norm1, dsum1, s.dsum, param_mode, s.ln_workspace, p);
     attention_.backward(dattn, a.input, need_dx ? s.dx : tensor_t{}, tokens, a.attention, {s.dctx, s.dqkv},
                         param_mode, s.lora, p, s.ones);
   }

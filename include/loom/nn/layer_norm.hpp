@@ -49,18 +49,15 @@ class residual_layer_norm {
                            p.training ? a.mean : tensor<float, Device>{}, p.training ? a.rstd : tensor<float, Device>{},
                            p.residual(layer_, site_, p_, sublayer.numel()));
   }
-  /// d(x + dropout(sublayer)) from dy into `dsum` (overwritten); the parameters' gradients (+)= per param_mode.
-  void backward(const tensor_t& dy, const activations& a, const tensor_t& dsum, grad_mode param_mode,
-                const tensor<std::uint8_t, Device>& workspace) const {
+  /// d(x + dropout(sublayer)) from dy into `dsum` (overwritten: the residual's share); the parameters' gradients
+  /// (+)= per param_mode. Returns the sublayer's output gradient: dsum through the dropout mask, written into
+  /// `scratch` by the same pass (dsum stays as it is), or dsum itself without dropout.
+  tensor_t backward(const tensor_t& dy, const activations& a, const tensor_t& dsum, const tensor_t& scratch,
+                    grad_mode param_mode, const tensor<std::uint8_t, Device>& workspace, const pass& p) const {
+    const residual_dropout drop = p.residual(layer_, site_, p_, dsum.numel());
     layer_norm_backward(dy, a.sum, gamma_, a.mean, a.rstd, dsum, dgamma_, dbeta_, param_mode, grad_mode::overwrite,
-                        workspace);
-  }
-  /// The sublayer's output gradient from d(sum): through the dropout mask into `scratch` (one pass; dsum must stay
-  /// as it is, it is the residual share), or dsum itself without dropout.
-  tensor_t sublayer_grad(const tensor_t& dsum, const tensor_t& scratch, const pass& p) const {
-    if (p_ <= 0) return dsum;
-    dropout(scratch, dsum, p.stream(layer_, site_, dsum.numel()), p_);
-    return scratch;
+                        workspace, drop.p > 0 ? scratch : tensor_t{}, drop);
+    return drop.p > 0 ? scratch : dsum;
   }
 
  private:

@@ -26,6 +26,19 @@ struct ln_inputs {
         b(random_tensor<T>({n}, seed + 2)), vx(values(x)), vg(values(g)), vb(values(b)) {}
 };
 
+// Residual dropout's reference from Philox itself: draw d = first + i is word d % 4 of Philox4x32-10(counter d / 4),
+// 24 bits; element i is kept when it is >= p, then scaled by 1 / (1 - p) in T's compute type and rounded to T.
+bool kept(double p, std::uint64_t seed, std::uint64_t offset, std::uint64_t d) {
+  const auto words = loom::philox4x32_10(d / 4, offset, seed);
+  return static_cast<float>(words.w[d % 4] >> 8) / 16777216.0f >= static_cast<float>(p);
+}
+template <class T>
+double dropped_ref(double v, double p, std::uint64_t seed, std::uint64_t offset, std::uint64_t d) {
+  using C = loom::compute_t<T>;
+  if (!kept(p, seed, offset, d)) return 0.0;
+  return round_as<T>(static_cast<double>(static_cast<C>(v) * static_cast<C>(1.0 / (1.0 - p))));
+}
+
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("layer_norm_forward matches the fp64 reference", "[kernels][layer_norm]", kernel_types) {
@@ -91,7 +104,6 @@ TEMPLATE_LIST_TEST_CASE("add_layer_norm_forward normalises the rounded sum and s
 TEMPLATE_LIST_TEST_CASE("add_layer_norm_forward with residual dropout equals dropout, then the add",
                         "[kernels][layer_norm][dropout]", kernel_types) {
   using T = TestType;
-  using C = loom::compute_t<T>;
   const double p = 0.1;
   const std::uint64_t seed = 7, offset = (std::uint64_t{3} << 20) | 0x12;
   unsigned rs = 2500;
@@ -102,18 +114,11 @@ TEMPLATE_LIST_TEST_CASE("add_layer_norm_forward with residual dropout equals dro
         const ln_inputs<T> in(rows, n, rs += 3);
         const auto h = random_tensor<T>({rows, n}, rs + 7);
         const auto vh = values(h);
-        // Reference from Philox itself: draw d = first + r * n + j is word d % 4 of Philox4x32-10(counter d / 4),
-        // 24 bits.
         std::vector<double> s(in.vx.size());
         std::size_t dropped = 0;
         for (std::size_t i = 0; i < s.size(); ++i) {
-          const std::uint64_t d = first + i;
-          const auto words = loom::philox4x32_10(d / 4, offset, seed);
-          const float u = static_cast<float>(words.w[d % 4] >> 8) / 16777216.0f;
-          const bool keep = u >= static_cast<float>(p);
-          dropped += !keep;
-          const double hd =
-              keep ? round_as<T>(static_cast<double>(static_cast<C>(vh[i]) * static_cast<C>(1.0 / (1.0 - p)))) : 0.0;
+          const double hd = dropped_ref<T>(vh[i], p, seed, offset, first + i);
+          dropped += !kept(p, seed, offset, first + i);
           s[i] = round_as<T>(in.vx[i] + hd);
         }
         const std::string what =
@@ -206,6 +211,59 @@ TEMPLATE_LIST_TEST_CASE("layer_norm_backward matches the fp64 reference in both 
       check_close(values(mdg), ref.dgamma, sum_tol<T>(rows), "mixed dgamma " + what);
     }
   }
+}
+
+TEMPLATE_LIST_TEST_CASE("layer_norm_backward writes dropout(dx) in the same pass: Philox's mask, the unfused pass's "
+                        "bits", "[kernels][layer_norm][dropout]", kernel_types) {
+  using T = TestType;
+  const double p = 0.1;
+  const std::uint64_t seed = 11, offset = (std::uint64_t{5} << 20) | 0x21;
+  unsigned rs = 3500;
+  for (const std::uint64_t first : {std::uint64_t(0), std::uint64_t(5), std::uint64_t(3 * 768)})
+    for (index_t rows : {index_t(1), index_t(33)})
+      for (index_t n : {index_t(7), index_t(64), index_t(768)})
+        for (const grad_mode mode : {grad_mode::overwrite, grad_mode::accumulate})
+          for (const bool in_place : {false, true}) {
+            const ln_inputs<T> in(rows, n, rs += 3);
+            const auto x = on<device>(in.x), g = on<device>(in.g), b = on<device>(in.b);
+            const auto dy = on<device>(random_tensor<T>({rows, n}, rs + 1));
+            const auto dx0 = random_tensor<T>({rows, n}, rs + 2);
+            tensor<T, device> y({rows, n});
+            tensor<stat_t<T>, device> mean({rows}), rstd({rows});
+            loom::layer_norm_forward(x, g, b, eps, y, mean, rstd);
+            const auto ws = workspace(loom::layer_norm_backward_workspace_bytes<device>(rows, n));
+            const std::string what = "rows " + std::to_string(rows) + ", n " + std::to_string(n) + ", first " +
+                                     std::to_string(first) + (mode == grad_mode::accumulate ? ", accumulate" : "") +
+                                     (in_place ? ", in place" : "");
+            // Without dropout: dx as the plain pass stores it.
+            const auto plain = on<device>(dx0);
+            tensor<T, device> dg1({n}), db1({n});
+            loom::layer_norm_backward(dy, x, g, mean, rstd, plain, dg1, db1, grad_mode::overwrite, mode, ws);
+            const auto vdx = values(plain);
+            // Element r * n + j draws first + r * n + j.
+            std::vector<double> expected(vdx.size());
+            for (std::size_t i = 0; i < vdx.size(); ++i)
+              expected[i] = dropped_ref<T>(vdx[i], p, seed, offset, first + i);
+            const auto dx = on<device>(dx0);
+            tensor<T, device> dropped({rows, n}), dg2({n}), db2({n});
+            const tensor<T, device>& out = in_place ? dx : dropped;
+            loom::layer_norm_backward(dy, x, g, mean, rstd, dx, dg2, db2, grad_mode::overwrite, mode, ws, out,
+                                      loom::residual_dropout{p, seed, offset, first});
+            check_close(values(out), expected, 0.0, "dropped " + what);
+            if (!in_place) check_close(values(dx), vdx, 0.0, "dx " + what);
+            check_close(values(dg2), values(dg1), 0.0, "dgamma " + what);
+            check_close(values(db2), values(db1), 0.0, "dbeta " + what);
+          }
+  tensor<T, device> x({2, 8}), dx({2, 8}), other({2, 4}), gb({8});
+  tensor<stat_t<T>, device> st({2});
+  const auto ws = workspace(loom::layer_norm_backward_workspace_bytes<device>(2, 8));
+  const loom::residual_dropout drop{0.1, 1, 2, 0};
+  CHECK_THROWS(loom::layer_norm_backward(x, x, gb, st, st, tensor<T, device>{}, gb, gb, grad_mode::overwrite,
+                                         grad_mode::overwrite, ws, dx, drop));  // dropout of a dx not computed
+  CHECK_THROWS(loom::layer_norm_backward(x, x, gb, st, st, dx, gb, gb, grad_mode::overwrite, grad_mode::overwrite, ws,
+                                         other, drop));  // wrong shape
+  CHECK_THROWS(loom::layer_norm_backward(x, x, gb, st, st, dx, gb, gb, grad_mode::overwrite, grad_mode::overwrite, ws,
+                                         dx, loom::residual_dropout{1.0, 1, 2, 0}));
 }
 
 TEST_CASE("layer_norm_backward with fp32 parameter gradients for bf16 activations", "[kernels][layer_norm]") {
