@@ -117,6 +117,7 @@ void host_layer_norm_backward(const row_view<T>& dy, const row_view<T>& x, const
                               bool acc_dx, const row_view<T>& dropped = {}, const residual_dropout& drop = {}) {
   using S = stat_t<T>;
   const index_t n = x.n;
+  const residual_mask<T> mask(drop);
   std::vector<S> dg(static_cast<std::size_t>(n), S(0)), db(static_cast<std::size_t>(n), S(0));
   std::vector<S> xhat(static_cast<std::size_t>(n)), g(static_cast<std::size_t>(n));
   for (index_t r = 0; r < x.rows; ++r) {
@@ -139,7 +140,6 @@ void host_layer_norm_backward(const row_view<T>& dy, const row_view<T>& x, const
       // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma.
       for (index_t j = 0; j < n; ++j) store_mode(dxr[j], rstd[r] * (g[j] - c1 - xhat[j] * c2), acc_dx);
       if (dropped.data && drop.p > 0) {
-        const residual_mask<T> mask(drop);
         T* out = dropped.row(r);
         for (index_t j = 0; j < n; ++j)
           out[j] = convert<T>(mask.apply(convert<S>(dxr[j]), static_cast<std::uint64_t>(r * n + j)));

@@ -21,10 +21,7 @@ using loom::test::device;
 
 namespace {
 
-// LOOM_SOURCE_DIR in the environment overrides the build's path (tests run from a copy on the GPU machine).
-const std::filesystem::path fixtures =
-    loom::test::source_dir() /
-    "tests/fixtures/bert";
+const std::filesystem::path fixtures = loom::test::source_dir() / "tests/fixtures/bert";
 
 /// Rows [first, first + count) of row-major [rows, seq] token data, cut to `cut` tokens, as a batch on the test
 /// device (or D; labels 0 when there are none).

@@ -45,9 +45,7 @@ std::vector<test_row> rows_of(std::initializer_list<std::int64_t> lengths, int f
   return v;
 }
 
-const std::filesystem::path tiny_a =
-    loom::test::source_dir() /
-    "tests/fixtures/bert/tiny_a";
+const std::filesystem::path tiny_a = loom::test::source_dir() / "tests/fixtures/bert/tiny_a";
 
 /// The tiny_a fixture's config and tokenizer (every model_service is built on them).
 std::pair<io::bert_config, io::wordpiece_tokenizer> tiny_a_model() {
