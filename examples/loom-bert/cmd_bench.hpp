@@ -219,7 +219,8 @@ inline void register_bench(CLI::App& app) {
   sub->add_option("--bucket-mb", o->bucket_mb, "with --parallel dp: gradient bucket size")->capture_default_str()
       ->check(sign_check(true));
   sub->add_option("--reduce-dtype", o->reduce_dtype,
-                  "with --parallel dp: auto (16-bit gradients summed in fp32 on >= 2 ranks), fp32 (always) or grad")
+                  "with --parallel dp: auto (16-bit gradients summed with one rounding: in their type over 2 ranks, "
+                  "in fp32 over more), fp32 (always) or grad (their type: rounds at each step over 3+ ranks)")
       ->capture_default_str()->check(CLI::IsMember({"auto", "fp32", "grad"}));
   sub->add_flag("--comm-trace", o->comm_trace,
                 "with --parallel dp on CUDA: after the timing, one more step traced on the GPU's clock (each bucket's "

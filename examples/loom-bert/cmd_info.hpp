@@ -39,7 +39,7 @@ inline void run_info(const info_options& o) {
   const bool per_rank = o.parallel != "none";
   LOOM_CHECK(per_rank || o.ranks == 1, "--ranks needs --parallel dp, zero1, zero2 or zero3");
   const int stage = loom::train::zero_stage_of(o.parallel);
-  const loom::bert::state_sharding sharding{stage, o.ranks, stage == 0,
+  const loom::bert::state_sharding sharding{stage, o.ranks, loom::parallel::reduce_dtype::automatic,
                                             loom::train::offload_of(o.parallel, o.offload)};
   const loom::bert::memory_plan plans[2] = {loom::bert::plan_memory(cfg, o.batch, seq, bytes, false),
                                             loom::bert::plan_memory(cfg, o.batch, seq, bytes, true, true, false,

@@ -95,7 +95,8 @@ inline void register_train(CLI::App& app) {
   sub->add_option("--bucket-mb", o->bucket_mb, "with --parallel dp: MB of gradients per all-reduce bucket")
       ->capture_default_str()->check(sign_check(true));
   sub->add_option("--reduce-dtype", o->reduce_dtype,
-                  "with --parallel dp: auto (16-bit gradients summed in fp32 on >= 2 ranks), fp32 (always) or grad")
+                  "with --parallel dp: auto (16-bit gradients summed with one rounding: in their type over 2 ranks, "
+                  "in fp32 over more), fp32 (always) or grad (their type: rounds at each step over 3+ ranks)")
       ->capture_default_str()->check(CLI::IsMember({"auto", "fp32", "grad"}));
   sub->add_option("--comm-timeout", o->comm_timeout_s,
                   "with --parallel dp: seconds a collective may take before every rank stops with an error")

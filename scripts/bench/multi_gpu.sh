@@ -33,7 +33,8 @@
 #     run; ">=B": every batch tried ran, or the time limit came first). One table per size. Every run is cut at 300 s,
 #     and none is started past TIME_LIMIT seconds after the script's start (default 560: the device tool's 10-minute
 #     call, with (a) and (b) in it); what that leaves out is named, shown as "-", and the tables are still printed. For
-#     complete fits run (c) in a call of its own (SKIP_EQUIV=1 SKIP_SCALING=1 SKIP_TP=1 SKIP_TP_INFER=1 SKIP_SERVE=1).
+#     complete fits run (c) in a call of its own (SKIP_EQUIV=1 SKIP_SCALING=1 SKIP_TP=1 SKIP_TP_INFER=1 SKIP_SERVE=1;
+#     ZERO_FITS_ONLY=1: the fits alone, without the timed runs).
 # (d) Tensor parallel: for each size of SIZES (large first), rank count and MODE of TP_BENCH_MODES (dp tp2 tp4 tp2xdp;
 #     a tpN mode runs on the rank counts that are multiples of N, the others are named and skipped), `loom-bert bench
 #     --train --parallel MODE --size SIZE --batch B --seq 128 --precision bf16 --max-grad-norm 1` under mpirun, ITERS
@@ -79,12 +80,13 @@
 # MODEL (default tests/fixtures/bert/tiny_a), RTOL (1e-4), COUNTS ("1 2 4"), ITERS (timed steps, 30), MODES ("dp zero1
 # zero2 zero3"), OFFLOAD_MODES (run after MODES in (a) and (c): "zero2+optimizer zero3+params"; "" none), SIZES ("base
 # large"), ZERO_BATCH (32), FIT_BATCHES ("64 128 256 512 1024"), FIT_COUNTS (the largest count run; "" skips the fits),
-# TP_MODES ((a)'s tensor-parallel modes: "tp2 tp2xdp tp2xzero1"; "" none), TP_BENCH_MODES ((d): "dp tp2 tp4 tp2xdp"),
-# TP_INFER_MODES ((e): "none tp1 tp2 tp4"), ITERS_INFER ((e)'s forward passes per timed round, 100), SERVE_LOAD ((f):
-# .devrun/bin/serve_load), REQUESTS_SERVE ((f)'s requests per measured run, 50000), SERVE_MODEL ((f)'s model folder;
-# default the random BERT-base), VOCAB (its vocab.txt), TIME_LIMIT (560; 0: none), SKIP_EQUIV=1, SKIP_SCALING=1,
-# SKIP_ZERO=1, SKIP_TP=1, SKIP_TP_INFER=1, SKIP_SERVE=1. MODES and OFFLOAD_MODES take dp and ZeRO modes; tensor-parallel
-# ones go in TP_MODES and TP_BENCH_MODES; TP_INFER_MODES takes none and tpN alone.
+# ZERO_FITS_ONLY (1: (c)'s fits alone), TP_MODES ((a)'s tensor-parallel modes: "tp2 tp2xdp tp2xzero1"; "" none),
+# TP_BENCH_MODES ((d): "dp tp2 tp4 tp2xdp"), TP_INFER_MODES ((e): "none tp1 tp2 tp4"), ITERS_INFER ((e)'s forward
+# passes per timed round, 100), SERVE_LOAD ((f): .devrun/bin/serve_load), REQUESTS_SERVE ((f)'s requests per measured
+# run, 50000), SERVE_MODEL ((f)'s model folder; default the random BERT-base), VOCAB (its vocab.txt), TIME_LIMIT (560;
+# 0: none), SKIP_EQUIV=1, SKIP_SCALING=1, SKIP_ZERO=1, SKIP_TP=1, SKIP_TP_INFER=1, SKIP_SERVE=1. MODES and OFFLOAD_MODES
+# take dp and ZeRO modes; tensor-parallel ones go in TP_MODES and TP_BENCH_MODES; TP_INFER_MODES takes none and tpN
+# alone.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 LOOM_BERT=${LOOM_BERT:-$ROOT/.devrun/bin/loom-bert}
@@ -105,6 +107,7 @@ ITERS_INFER=${ITERS_INFER:-100}
 SIZES=${SIZES:-base large}
 ZERO_BATCH=${ZERO_BATCH:-32}
 FIT_BATCHES=${FIT_BATCHES:-64 128 256 512 1024}
+ZERO_FITS_ONLY=${ZERO_FITS_ONLY:-0}
 SERVE_LOAD=${SERVE_LOAD:-$ROOT/.devrun/bin/serve_load}
 REQUESTS_SERVE=${REQUESTS_SERVE:-50000}
 SERVE_MODEL=${SERVE_MODEL:-}
@@ -575,8 +578,9 @@ zero() {
  "pad_token_id": 0, "position_embedding_type": "absolute"}
 JSON
   done
-  # The timed runs first (the fits take what time is left).
+  # The timed runs first (the fits take what time is left), unless only the fits are asked for.
   for size in $SIZES; do
+    [ "$ZERO_FITS_ONLY" != 1 ] || break
     for n in "${RUN_COUNTS[@]}"; do
       for mode in $ALL_MODES; do
         mode_flags "$mode"

@@ -2,14 +2,16 @@
 # SPDX-License-Identifier: Apache-2.0
 # One device call of multi_gpu.sh's parts, each into its own work folder under /tmp/mg (the device tool returns at
 # most 8 files): NAME.log (the GPUs, their links, every part's tables), NAME.jsonl and NAME.logs.tgz (every other log,
-# no checkpoints) in $OUT. Staged binaries may be gzipped to fit the tool's 64 MiB (unpacked here). The H200 runs of
-# bench/results/multi_gpu_h200x4.jsonl were made as
+# no checkpoints) in $OUT. Staged binaries may be gzipped or xz-compressed to fit the tool's 64 MiB (unpacked here).
+# The H200 runs of bench/results/multi_gpu_h200x4.jsonl were made as
 #   bash .devrun/run.sh bash scripts/bench/multi_gpu_call.sh c1 nccl scaling signals equiv
 #   COUNTS="2 4" FIT_BATCHES="64 128 256 512" TIME_LIMIT=570 ... c2 zero
 #   VOCAB=.devrun/vocab.txt REQUESTS_SERVE=30000 TIME_LIMIT=180 ... c3 tp tpinfer serve
 # PART: nccl scaling signals equiv zero tp tpinfer serve; the environment reaches multi_gpu.sh.
 set -u
-for z in .devrun/bin/*.gz .devrun/lib/*.gz; do [ -e "$z" ] && gunzip -f "$z"; done; chmod +x .devrun/bin/*
+for z in .devrun/bin/*.gz .devrun/lib/*.gz; do [ -e "$z" ] && gunzip -f "$z"; done
+for z in .devrun/bin/*.xz .devrun/lib/*.xz; do [ -e "$z" ] && xz -T4 -d -f "$z"; done
+chmod +x .devrun/bin/*
 name=$1; shift
 mkdir -p /tmp/mg
 log=$OUT/$name.log

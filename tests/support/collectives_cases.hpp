@@ -6,7 +6,10 @@
 //   static <communicator>& comm();
 #pragma once
 
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <vector>
 
 #include "collectives_suite.hpp"
 
@@ -72,6 +75,56 @@ TEST_CASE("collectives: split into even and odd ranks", "[collectives]") {
   loom::test::check_equal(B::download(all, want.size()), want, loom::test::label(sub, "parent ranks of the group"));
   // The parent communicator still works after the split.
   loom::test::check_all_reduce<B, float>(c, 1023, loom::parallel::reduce_op::sum, false);
+  loom::test::agree_on_failures();
+}
+
+// Data parallelism sums 16-bit gradients over two ranks in their own type (parallel::reduce_dtype::automatic): that
+// must round each element once, as fp32 widening would. Values of every exponent and all mantissa bits, so that most
+// sums are inexact in T; the reference rounds the exact (double) sum once, through float.
+TEMPLATE_TEST_CASE("collectives: a 16-bit sum over two ranks is the fp32 sum rounded once", "[collectives]",
+                   loom::bf16, loom::f16) {
+  using B = loom::test::suite_traits::buffers;
+  using T = TestType;
+  auto& c = loom::test::suite_traits::comm();
+  c.set_context("two-rank sum");
+  auto pair = c.split(c.rank() / 2, c.rank());  // pairs of consecutive ranks; an odd world's last rank is alone
+  if (pair.size() == 2) {
+    constexpr std::size_t n = 100'003;
+    const int emax = std::is_same_v<T, loom::f16> ? 14 : 40;  // f16's largest finite value is 65504 (2^15 x 2)
+    const auto value = [&](int r, std::size_t i) {
+      std::uint64_t h = (static_cast<std::uint64_t>(i) << 1 | static_cast<std::uint64_t>(r)) * 0x9E3779B97F4A7C15ull;
+      h ^= h >> 29;
+      h *= 0xBF58476D1CE4E5B9ull;
+      h ^= h >> 32;
+      const double mantissa = 1.0 + static_cast<double>(h & 0x3FF) / 1024.0;  // 10 bits: f16's; bf16 rounds to 7
+      const int e = static_cast<int>((h >> 10) % static_cast<std::uint64_t>(2 * emax - 1)) - emax + 1;
+      const double sign = (h >> 20) & 1 ? -1.0 : 1.0;
+      // Exponents of the two ranks' elements close together half the time (most of those sums round), apart else.
+      const int near = (h >> 21) & 1 ? e : e / 4;
+      return loom::test::from_double<T>(sign * std::ldexp(mantissa, r == 0 ? e : near));
+    };
+    std::vector<T> mine(n), peer(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      mine[i] = value(pair.rank(), i);
+      peer[i] = value(1 - pair.rank(), i);
+    }
+    auto buf = B::template make<T>(n);
+    B::upload(buf, mine);
+    pair.order_after_compute();
+    pair.all_reduce(B::data(buf), B::data(buf), n, loom::parallel::reduce_op::sum);
+    pair.synchronize();
+    pair.compute_waits();
+    std::vector<double> want(n);
+    std::size_t inexact = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double exact = loom::test::to_double(mine[i]) + loom::test::to_double(peer[i]);
+      want[i] = loom::test::to_double(T(static_cast<float>(exact)));
+      inexact += want[i] != exact;
+    }
+    INFO(inexact << " of " << n << " sums are inexact in T");
+    CHECK(inexact > n / 4);  // the case tests rounding, not exact sums
+    loom::test::check_equal(B::download(buf, n), want, loom::test::label(pair, "two-rank sum"));
+  }
   loom::test::agree_on_failures();
 }
 

@@ -23,6 +23,7 @@
 #include "bucket_plan.hpp"
 #include "mpi_communicator.hpp"
 #include "policy.hpp"
+#include "reduce_dtype.hpp"
 #include "shard_map.hpp"
 #include "zero.hpp"
 #if LOOM_HAS_CUDA_RUNTIME && defined(LOOM_WITH_NCCL)
@@ -42,13 +43,6 @@ struct gradient_communicator<cuda> {
   using type = nccl_communicator;
 };
 #endif
-
-/// The type 16-bit gradients are summed in across ranks.
-enum class reduce_dtype {
-  automatic,  ///< fp32 on two or more ranks, the gradient type on one (where the sum is exact anyway)
-  fp32,       ///< always fp32 (one rank too: the cost a multi-rank run pays, measurable on one GPU)
-  gradient,   ///< the gradient type (half the bytes on the wire; NCCL rounds at every step of its ring)
-};
 
 struct data_parallel_options {
   double bucket_mb = 25;  ///< gradient bytes per bucket (as reduced: fp32 for widened 16-bit gradients)
@@ -76,10 +70,11 @@ struct data_parallel_options {
 /// step (set_sync(true)); micro-batches before it only accumulate locally. finish_gradients() launches whatever did
 /// not fire (a rank without rows in the step) and makes the compute stream wait for the reductions.
 ///
-/// Precision of the sum (reduce_dtype): by default 16-bit gradients are summed over two or more ranks in fp32 (each
-/// bucket is widened into a persistent fp32 buffer, reduced there and rounded back once), so the reduction adds no
-/// rounding of its own beyond the one final rounding to G; a world of one reduces in place in G (a sum over one rank
-/// is exact).
+/// Precision of the sum (reduce_dtype): by default the reduction adds no rounding of its own beyond the one final
+/// rounding to G. Over three or more ranks each bucket of 16-bit gradients is widened into a persistent fp32 buffer,
+/// reduced there and rounded back once; over two ranks a sum is one addition per element, which G's own all-reduce
+/// rounds exactly as the fp32 sum would be rounded, so the bucket reduces in place in G (half the bytes, no widening);
+/// a world of one sums nothing.
 ///
 /// ZeRO (data_parallel_options::stage 1-3, docs/distributed.md): the same batches and loss scaling, with each rank
 /// keeping one shard of every unit (shard_map) of the optimizer state (stage 1: reduce_scatter per unit in backward,
@@ -222,8 +217,7 @@ class data_parallel {
     }
     std::vector<unit_ranges> order;
     for (const unit& u : backward_order(layers)) order.push_back({u, store.unit_ranges(u)});
-    const bool widened = widen && (o_.reduce == reduce_dtype::fp32 ||
-                                   (o_.reduce == reduce_dtype::automatic && size() > 1));
+    const bool widened = widen && reduces_widened(o_.reduce, size());
     const std::size_t reduced_bytes = widened ? sizeof(float) : sizeof(G);
     buckets_ = plan_buckets(order, reduced_bytes, static_cast<std::size_t>(o_.bucket_mb * 1024 * 1024));
     bucket_of_.clear();

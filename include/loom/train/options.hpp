@@ -140,7 +140,7 @@ struct train_options {
   /// "zero1" (ZeRO stage 1: the optimizer state sharded), "zero2" (the gradients too), "zero3" (the parameters too).
   std::string parallel = "none";
   double bucket_mb = 25;        ///< gradient all-reduce bucket size
-  std::string reduce_dtype = "auto";  ///< 16-bit gradients summed across ranks in: auto (fp32 on >= 2), fp32, grad
+  std::string reduce_dtype = "auto";  ///< 16-bit gradient sums: auto (parallel::reduce_dtype), fp32, grad
   double comm_timeout_s = 60;   ///< a collective that takes longer ends the run on every rank
   /// ZeRO-Offload (offload_of): "none", "optimizer" (state and step on the CPU) or "params" (zero3: shards too).
   std::string offload = "none";

@@ -18,7 +18,7 @@ TEST_CASE("per-rank memory plan: model state as the ZeRO paper counts it") {
   };
   for (int N : {1, 2, 4, 8}) {
     const auto plan = [&](int stage, int bytes) {
-      return bert::plan_memory(c, 32, 128, bytes, true, true, false, {stage, N, false});
+      return bert::plan_memory(c, 32, 128, bytes, true, true, false, {stage, N});
     };
     // Mixed precision (2-byte parameters and gradients, 12 bytes of fp32 master weights and moments).
     CHECK(state(plan(0, 2)) == Approx(16 * P));
@@ -31,11 +31,20 @@ TEST_CASE("per-rank memory plan: model state as the ZeRO paper counts it") {
     // Activations do not depend on how the state is sharded.
     CHECK(plan(3, 2).activations == plan(0, 2).activations);
   }
-  // Data parallel with 16-bit gradients on >= 2 ranks keeps fp32 bucket buffers: 4 bytes per parameter.
-  CHECK(bert::plan_memory(c, 32, 128, 2, true, true, false, {0, 2, true}).buffers == 4 * bert::parameter_count(c));
-  CHECK(bert::plan_memory(c, 32, 128, 2, true, true, false, {0, 1, true}).buffers == 0);
-  CHECK(bert::plan_memory(c, 32, 128, 4, true, true, false, {0, 4, true}).buffers == 0);
-  CHECK_THROWS_AS(bert::plan_memory(c, 32, 128, 2, true, true, false, {4, 2, false}), loom::error);
+  // Data parallel with 16-bit gradients on >= 3 ranks (or --reduce-dtype fp32) keeps fp32 bucket buffers, 4 bytes per
+  // parameter; two ranks reduce in place in G.
+  using parallel::reduce_dtype;
+  const auto dp_buffers = [&](int ranks, int bytes, reduce_dtype r) {
+    return bert::plan_memory(c, 32, 128, bytes, true, true, false, {0, ranks, r}).buffers;
+  };
+  const std::int64_t params = bert::parameter_count(c);
+  CHECK(dp_buffers(4, 2, reduce_dtype::automatic) == 4 * params);
+  CHECK(dp_buffers(2, 2, reduce_dtype::fp32) == 4 * params);
+  CHECK(dp_buffers(2, 2, reduce_dtype::automatic) == 0);
+  CHECK(dp_buffers(4, 2, reduce_dtype::gradient) == 0);
+  CHECK(dp_buffers(1, 2, reduce_dtype::automatic) == 0);
+  CHECK(dp_buffers(4, 4, reduce_dtype::automatic) == 0);
+  CHECK_THROWS_AS(bert::plan_memory(c, 32, 128, 2, true, true, false, {4, 2}), loom::error);
 }
 
 TEST_CASE("per-rank memory plan under ZeRO-Offload: the state moves to host memory") {
@@ -45,7 +54,7 @@ TEST_CASE("per-rank memory plan under ZeRO-Offload: the state moves to host memo
   for (int N : {1, 2, 4}) {
     for (int bytes : {2, 4}) {
       const auto plan = [&](int stage, offload o) {
-        return bert::plan_memory(c, 32, 128, bytes, true, true, false, {stage, N, false, o});
+        return bert::plan_memory(c, 32, 128, bytes, true, true, false, {stage, N, {}, o});
       };
       for (int stage : {1, 2, 3}) {
         INFO("stage " << stage << ", " << N << " ranks, " << bytes << "-byte parameters");
@@ -64,7 +73,7 @@ TEST_CASE("per-rank memory plan under ZeRO-Offload: the state moves to host memo
       CHECK(static_cast<double>(params.host) == Approx(12 * P / N + 2 * bytes * P / N).epsilon(1e-6));
     }
   }
-  CHECK_THROWS_AS(bert::plan_memory(c, 32, 128, 2, true, true, false, {0, 2, false, offload::optimizer}),
+  CHECK_THROWS_AS(bert::plan_memory(c, 32, 128, 2, true, true, false, {0, 2, {}, offload::optimizer}),
                   loom::error);
-  CHECK_THROWS_AS(bert::plan_memory(c, 32, 128, 2, true, true, false, {2, 2, false, offload::params}), loom::error);
+  CHECK_THROWS_AS(bert::plan_memory(c, 32, 128, 2, true, true, false, {2, 2, {}, offload::params}), loom::error);
 }

@@ -8,6 +8,7 @@
 
 #include "../../core/error.hpp"
 #include "../../io/bert_config.hpp"
+#include "../../parallel/reduce_dtype.hpp"
 #include "../../parallel/zero.hpp"
 
 namespace loom::bert {
@@ -41,7 +42,7 @@ struct memory_plan {
   std::int64_t gradients = 0;         ///< training: one gradient per parameter
   std::int64_t optimizer = 0;         ///< AdamW: two fp32 moments, plus fp32 master weights for mixed precision
   std::int64_t activations = 0;       ///< training: everything kept for backward; inference: the reused buffers
-  /// communication: data parallel's fp32 gradient buckets (16-bit, >= 2 ranks); ZeRO-2's gradient buffers (the
+  /// communication: data parallel's fp32 gradient buckets (16-bit, parallel::reduces_widened); ZeRO-2's gradient buffers (the
   /// embeddings' and two layers', reused by every unit in turn), ZeRO-3's as many for the gathered parameters
   std::int64_t buffers = 0;
   /// ZeRO-Offload: page-locked host memory of the rank (the optimizer state and fp32 master weights, the host copies
@@ -53,12 +54,12 @@ struct memory_plan {
 
 /// How the model state is divided over the ranks, for the per-rank plan: `stage` 0 is data parallel (every rank
 /// holds everything; one process is a world of one), 1-3 the ZeRO stages (optimizer state; + gradients;
-/// + parameters sharded 1/ranks). `widened_buckets`: data parallel sums 16-bit gradients in persistent fp32 bucket
-/// buffers on two or more ranks (parallel::reduce_dtype::automatic).
+/// + parameters sharded 1/ranks). `reduce`: how data parallelism sums 16-bit gradients (parallel::reduces_widened: in
+/// persistent fp32 bucket buffers, by default on three or more ranks).
 struct state_sharding {
   int stage = 0;
   int ranks = 1;
-  bool widened_buckets = true;
+  parallel::reduce_dtype reduce = parallel::reduce_dtype::automatic;
   parallel::offload offloaded = parallel::offload::none;  ///< ZeRO-Offload: what moves to host memory
 };
 
@@ -113,7 +114,8 @@ inline memory_plan plan_memory(const io::bert_config& c, std::int64_t batch, std
       optimizer = 0;
       if (sharding.offloaded == parallel::offload::params) parameters = 0;
     }
-    if (sharding.stage == 0 && sharding.ranks > 1 && param_bytes < 4 && sharding.widened_buckets) buffers = P * 4;
+    if (sharding.stage == 0 && param_bytes < 4 && parallel::reduces_widened(sharding.reduce, sharding.ranks))
+      buffers = P * 4;
     if (sharding.stage >= 2) {
       // parallel::data_parallel::place_gradients (and, stage 3, place_parameters): one buffer for the embeddings,
       // two for the other units in turn, for the gradients (and the gathered parameters).
