@@ -68,7 +68,8 @@ inline void run_info(const info_options& o) {
     char buckets[64] = "";
     if (m.buffers)
       std::snprintf(buckets, sizeof buckets,
-                    stage >= 2 ? "reused unit buffers %.1f MiB, " : "fp32 gradient buckets %.1f MiB, ", mib(m.buffers));
+                    stage >= 2 ? "reused unit buffers %.1f MiB, " : "gradient reduction buffers %.1f MiB, ",
+                    mib(m.buffers));
     char host[64] = "";
     if (m.host) std::snprintf(host, sizeof host, "; host (page-locked) %.1f MiB", mib(m.host));
     std::printf("%-14s batch %lld x seq %lld: parameters %.1f MiB, gradients %.1f MiB, optimizer %.1f MiB, "

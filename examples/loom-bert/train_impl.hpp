@@ -125,6 +125,9 @@ void run_train_bench(const train_bench_options& o) {
   // mark(label) is called at the step's points that --comm-trace places on the GPU's clock.
   auto one_step = [&](bool reduce = true, const std::function<void(const char*)>& mark = {}) {
     for (int i = 0; i < accum; ++i) {
+      // As the trainer: the word-embedding rows the step uses, shared before its last backward, are all it reduces.
+      m.parallel().use_rows(ids.data(), static_cast<std::size_t>(ids.numel()));
+      if (reduce && i + 1 == accum) m.parallel().share_rows();
       m.forward_loss(b, loom::bert::mode::training, 1, static_cast<std::uint64_t>(step), i * o.batch);
       m.parallel().set_sync(reduce && i + 1 == accum);
       if (mark && i + 1 == accum) mark("last backward start");

@@ -97,6 +97,67 @@ TEST_CASE("data_parallel sums 16-bit gradients with one rounding, per reduce_dty
   loom::test::agree_on_failures();
 }
 
+TEST_CASE("data_parallel: with use_rows/share_rows the word table reduces the rows some rank used, and only them",
+          "[dp][reduce]") {
+  const int ranks = parallel::world().size(), me = parallel::world().rank();
+  constexpr index_t vocab = 53, width = 7;
+  // Rank r's ids: rows 3r .. 3r + 9 (overlapping their neighbours'), and row 50 on rank 0 only; the last of three or
+  // more ranks has none (a short last batch).
+  std::vector<std::int32_t> ids;
+  if (ranks < 3 || me < ranks - 1)
+    for (std::int32_t k = 0; k < 10; ++k) ids.push_back(3 * me + k);
+  if (me == 0) ids.push_back(50);
+  ids.push_back(-1);     // outside the table: no gradient, ignored
+  ids.push_back(vocab);  // likewise
+  const auto used_by = [&](int r, index_t row) {
+    return (row >= 3 * r && row < 3 * r + 10 && (ranks < 3 || r < ranks - 1)) || (r == 0 && row == 50);
+  };
+  for (const reduce_dtype rd : {reduce_dtype::automatic, reduce_dtype::fp32}) {
+    INFO("reduce_dtype " << static_cast<int>(rd) << ", " << ranks << " ranks");
+    nn::param_store<bf16, host> s;
+    s.add("embeddings.word", shape{vocab, width}, {.unit = parallel::unit::embeddings(), .id_rows = true});
+    s.add("embeddings.position", shape{9, width}, {.unit = parallel::unit::embeddings()});
+    s.add("layer.0.w", shape{13, 11}, {.unit = parallel::unit::layer(0)});
+    s.allocate();
+    parallel::data_parallel_options o;
+    o.reduce = rd;
+    parallel::data_parallel<bf16, host> dp(parallel::mpi_communicator{}, parallel::mpi_communicator{}, o);
+    dp.attach(s);
+    const nn::param_info& word = s.params()[0];
+    // A backward's gradients: the used rows of the table and every other parameter; the rows no rank used are 0
+    // (what embedding_backward writes) except row 40, which breaks that on purpose: it must not be summed.
+    const tensor<bf16, host> g = s.flat_grads();
+    assign(g, 0.0);
+    for (const nn::param_info& p : s.params())
+      for (index_t i = p.offset; i < p.offset + p.numel(); ++i) {
+        const index_t row = (i - p.offset) / width;
+        if (&p != &word || used_by(me, row)) g.data()[i] = bf16(gradient_value(me, i));
+      }
+    g.data()[word.offset + 40 * width] = bf16(static_cast<float>(me + 1));
+    dp.use_rows(ids.data(), ids.size());
+    dp.set_sync(true);
+    dp.share_rows();
+    dp.finish_gradients();
+    std::size_t differ = 0;
+    for (const nn::param_info& p : s.params())
+      for (index_t i = p.offset; i < p.offset + p.numel(); ++i) {
+        const index_t row = (i - p.offset) / width;
+        if (&p == &word && row == 40 && (i - p.offset) % width == 0) continue;
+        double exact = 0;
+        for (int k = 0; k < ranks; ++k)
+          if (&p != &word || used_by(k, row)) exact += static_cast<float>(bf16(gradient_value(k, i)));
+        const double want = static_cast<float>(bf16(static_cast<float>(exact)));
+        const double got = static_cast<float>(g.data()[i]);
+        if (ranks <= 2 ? got != want : std::abs(got - want) > std::ldexp(1.0, std::ilogb(std::abs(want)) - 7))
+          ++differ;
+      }
+    CHECK(differ == 0);
+    // Row 40, used by no rank, was not reduced: each rank keeps its own value (a whole-table reduction would sum it).
+    CHECK(static_cast<float>(g.data()[word.offset + 40 * width]) == static_cast<float>(ranks > 1 ? me + 1 : 1));
+  }
+  loom::test::agree_on_failures();
+}
+
 TEST_CASE("data_parallel: two ranks reduce 16-bit gradients in their type by default, three and more in fp32",
           "[dp][reduce]") {
   CHECK_FALSE(parallel::reduces_widened(reduce_dtype::automatic, 1));

@@ -35,7 +35,7 @@ class embedding {
 
   void register_params(param_store<T, Device>& store) const {
     const parallel::unit u = parallel::unit::embeddings();
-    store.add("embeddings.word_embeddings.weight", {vocab_, hidden_}, {u});
+    store.add("embeddings.word_embeddings.weight", {vocab_, hidden_}, {.unit = u, .id_rows = true});
     store.add("embeddings.position_embeddings.weight", {positions_, hidden_}, {u});
     store.add("embeddings.token_type_embeddings.weight", {types_, hidden_}, {u});
     store.add("embeddings.LayerNorm.weight", {hidden_}, {u});

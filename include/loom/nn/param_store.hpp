@@ -21,6 +21,9 @@ struct param_meta {
   parallel::unit unit{};                    ///< the unit it belongs to (embeddings, layer i, head, adapter of layer i)
   int split_dim = parallel::no_split_dim;   ///< the dimension tensor parallelism divides, -1 for none
   bool packed = false;                      ///< placed right after the previous parameter, no alignment gap
+  /// A [rows, width] table whose backward writes only the rows the batch's token ids select and zeroes the others
+  /// (the word embeddings): data parallelism may reduce just the rows some replica used (data_parallel::use_rows).
+  bool id_rows = false;
 };
 
 /// One registered parameter: its name, shape, place in the flat buffer and sharding metadata.
@@ -31,6 +34,7 @@ struct param_info {
   bool trainable = true;
   parallel::unit unit{};
   int split_dim = parallel::no_split_dim;
+  bool id_rows = false;  ///< param_meta::id_rows
   index_t numel() const { return extents.numel(); }
 };
 
@@ -59,7 +63,7 @@ class param_store {
     }
     if (!meta.packed) size_ = (size_ + align - 1) / align * align;
     ++version_;
-    params_.push_back({name, extents, size_, true, meta.unit, meta.split_dim});
+    params_.push_back({name, extents, size_, true, meta.unit, meta.split_dim, meta.id_rows});
     index_[name] = params_.size() - 1;
     size_ += extents.numel();
     return size_ - extents.numel();

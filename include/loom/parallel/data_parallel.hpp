@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "../kernels/row_gather.hpp"
 #include "../nn/param_store.hpp"
 #include "../nn/tensor_slices.hpp"
 #include "../optim/state_sharding.hpp"
@@ -228,6 +229,7 @@ class data_parallel {
     widened_.clear();
     if (widened)
       for (const bucket& b : buckets_) widened_.emplace_back(shape{b.elements});  // persistent: see finish
+    plan_id_rows(store);
     attached_version_ = store.version();
     reset();
   }
@@ -236,6 +238,30 @@ class data_parallel {
   /// Whether this backward ends the step: only then do the buckets reduce (gradient accumulation communicates once
   /// per optimizer step, like DDP's no_sync() on the micro-batches before the last).
   void set_sync(bool on) { sync_ = on; }
+
+  /// Plain data parallelism: the token ids of one of this rank's micro-batches in the coming step (host memory), for
+  /// the table whose backward writes only the rows ids select (nn::param_meta::id_rows: the word embeddings). After
+  /// the step's micro-batches, share_rows() on every replica makes the step reduce only the rows some replica used
+  /// (the others are 0 on every rank), instead of the whole table. Without these calls the whole table is reduced.
+  void use_rows(const std::int32_t* ids, std::size_t n) {
+    if (table_rows_ == 0) return;
+    for (std::size_t i = 0; i < n; ++i)
+      if (ids[i] >= 0 && ids[i] < table_rows_) row_used_.data()[ids[i]] = 1;  // other ids give no gradient
+  }
+  /// Collective over the replicas, before the step's last backward: every rank learns the rows that any replica's
+  /// micro-batches used (use_rows), and this step's reduction of the table sums those rows alone.
+  void share_rows() {
+    if (table_rows_ == 0) return;
+    control_->all_reduce(row_used_.data(), row_used_.data(), static_cast<std::size_t>(table_rows_), reduce_op::max);
+    rows_copied_->wait();  // the last step's copy has left the page-locked list (waits only when a step ahead)
+    index_t n = 0;
+    for (index_t r = 0; r < table_rows_; ++r)
+      if (row_used_.data()[r]) used_rows_host_.data()[n++] = static_cast<std::int32_t>(r);
+    copy_async<Device>(used_rows_.data(), used_rows_host_.data(), static_cast<std::size_t>(n) * sizeof(std::int32_t));
+    rows_copied_->record();
+    std::fill_n(row_used_.data(), table_rows_, 0);
+    used_count_ = n;
+  }
 
   /// ZeRO-3: u's parameters are gathered (waited for), and the next unit's gather starts.
   void before_forward(const unit& u) {
@@ -639,36 +665,97 @@ class data_parallel {
       launched_[b] = false;
     }
     sync_ = false;
+    used_count_ = -1;
+    if (table_rows_ > 0) std::fill_n(row_used_.data(), table_rows_, 0);
   }
 
-  // f(gradient span, its part of widened_[b]) for each span of bucket b: the spans lie back to back there.
+  // The id_rows table (nn::param_meta), when plain data parallelism over two or more replicas reduces it and it is
+  // trainable: where it lies, its bucket, the bucket's other spans, and the buffers use_rows/share_rows fill.
+  void plan_id_rows(const nn::param_store<G, Device>& store) {
+    table_rows_ = 0;
+    used_count_ = -1;
+    if (size() < 2) return;
+    for (const nn::param_info& p : store.params()) {
+      if (!p.id_rows || !p.trainable || p.extents.rank() != 2) continue;
+      for (std::size_t b = 0; b < buckets_.size(); ++b) {
+        std::vector<std::pair<index_t, index_t>> rest;
+        bool inside = false;
+        for (const auto& [lo, hi] : buckets_[b].spans) {
+          if (lo > p.offset || hi < p.offset + p.numel()) {
+            rest.push_back({lo, hi});
+            continue;
+          }
+          inside = true;
+          if (lo < p.offset) rest.push_back({lo, p.offset});
+          if (p.offset + p.numel() < hi) rest.push_back({p.offset + p.numel(), hi});
+        }
+        if (!inside) continue;
+        table_ = flat_.slice(0, p.offset, p.offset + p.numel()).reshape(p.extents);
+        table_rows_ = p.extents[0];
+        table_bucket_ = b;
+        table_rest_ = std::move(rest);
+        picked_ = tensor<G, Device>(p.extents);
+        used_rows_ = tensor<std::int32_t, Device>(shape{table_rows_});
+        used_rows_host_ = staging_tensor<std::int32_t, Device>(shape{table_rows_});
+        rows_copied_ = std::make_unique<stream_fence<Device>>();
+        row_used_ = tensor<std::int32_t, host>(shape{table_rows_});
+        return;
+      }
+    }
+  }
+
+  // f(gradient span, its part of widened_[b]) for each of `spans` (bucket b's): they lie back to back there.
   template <class F>
-  void for_each_widened_span(std::size_t b, F&& f) {
+  void for_each_widened_span(std::size_t b, const std::vector<std::pair<index_t, index_t>>& spans, F&& f) {
     index_t at = 0;
-    for (const auto& [lo, hi] : buckets_[b].spans) {
+    for (const auto& [lo, hi] : spans) {
       f(flat_.slice(0, lo, hi), widened_[b].slice(0, at, at + (hi - lo)));
       at += hi - lo;
     }
   }
 
+  // The id_rows table's rows that some replica used this step (share_rows), reduced as one [n, width] block: gathered
+  // (and widened), summed, (rounded and) put back. The other rows are 0 on every rank and stay so.
+  void reduce_used_rows(std::size_t b) {
+    const index_t n = used_count_, width = table_.extent(1);
+    if (n == 0) return;
+    const tensor<std::int32_t, Device> rows = used_rows_.slice(0, 0, n);
+    const tensor<G, Device> picked = picked_.slice(0, 0, n);
+    grads_->order_after_compute();
+    grads_->in_stream_order([&] { gather_rows(table_, rows, picked); });
+    if (widened_.empty()) {
+      grads_->all_reduce(picked.data(), picked.data(), static_cast<std::size_t>(n * width), reduce_op::sum);
+    } else {
+      const tensor<float, Device> wide = widened_[b].slice(0, 0, n * width).reshape({n, width});
+      grads_->in_stream_order([&] { assign(wide, cast<float>(picked)); });
+      grads_->all_reduce(wide.data(), wide.data(), static_cast<std::size_t>(n * width), reduce_op::sum);
+      grads_->in_stream_order([&] { assign(picked, cast<G>(wide)); });
+    }
+    grads_->in_stream_order([&] { scatter_rows(picked, rows, table_); });
+  }
+
   void launch(std::size_t b) {
     launched_[b] = true;
-    const bucket& bk = buckets_[b];
+    const bool rows_only = table_rows_ > 0 && b == table_bucket_ && used_count_ >= 0;
+    if (rows_only) reduce_used_rows(b);
+    const std::vector<std::pair<index_t, index_t>>& spans = rows_only ? table_rest_ : buckets_[b].spans;
     if (!widened_.empty()) {
       // Widened, reduced and rounded back on the communication stream, after the compute that wrote the bucket:
       // backward's stream carries none of it, and only the last bucket's work is left for after backward (compute
       // reads the bucket's gradients again only after finish_gradients' wait).
+      index_t elements = 0;
+      for (const auto& [lo, hi] : spans) elements += hi - lo;
+      if (elements == 0) return;
       grads_->order_after_compute();
       grads_->in_stream_order(
-          [&] { for_each_widened_span(b, [](const auto& g, const auto& w) { assign(w, cast<float>(g)); }); });
-      grads_->all_reduce(widened_[b].data(), widened_[b].data(), static_cast<std::size_t>(bk.elements),
-                         reduce_op::sum);
+          [&] { for_each_widened_span(b, spans, [](const auto& g, const auto& w) { assign(w, cast<float>(g)); }); });
+      grads_->all_reduce(widened_[b].data(), widened_[b].data(), static_cast<std::size_t>(elements), reduce_op::sum);
       grads_->in_stream_order(
-          [&] { for_each_widened_span(b, [](const auto& g, const auto& w) { assign(g, cast<G>(w)); }); });
+          [&] { for_each_widened_span(b, spans, [](const auto& g, const auto& w) { assign(g, cast<G>(w)); }); });
       return;
     }
     grads_->order_after_compute();
-    for (const auto& [lo, hi] : bk.spans) {
+    for (const auto& [lo, hi] : spans) {
       G* p = flat_.data() + lo;
       grads_->all_reduce(p, p, static_cast<std::size_t>(hi - lo), reduce_op::sum);
     }
@@ -706,6 +793,16 @@ class data_parallel {
   std::vector<int> pending_;
   std::vector<bool> launched_;
   std::vector<tensor<float, Device>> widened_;
+  // The id_rows table (plan_id_rows; table_rows_ 0: none): its gradient, its bucket and that bucket's other spans; the
+  // rows gathered for the reduction; this step's used rows (share_rows: ascending, on the device and its page-locked
+  // staging; used_count_ -1 until shared: the whole table is reduced), and the rows this rank's micro-batches used.
+  tensor<G, Device> table_, picked_;
+  index_t table_rows_ = 0, used_count_ = -1;
+  std::size_t table_bucket_ = 0;
+  std::vector<std::pair<index_t, index_t>> table_rest_;
+  tensor<std::int32_t, Device> used_rows_;
+  tensor<std::int32_t, host> used_rows_host_, row_used_;
+  std::unique_ptr<stream_fence<Device>> rows_copied_;  // after the used rows' copy to the device
   bool sync_ = false;
 };
 

@@ -337,6 +337,10 @@ class trainer {
         }
         const bool last_micro = micro + 1 == group;
         const index_t rows = hb.rows();
+        // The word embeddings' rows this step uses, shared by every rank before the step's last backward: only those
+        // are reduced (data_parallel::use_rows).
+        if (rows > 0) dp().use_rows(hb.ids.data(), static_cast<std::size_t>(hb.ids.numel()));
+        if (last_micro) dp().share_rows();
         // Read before release(), which clears hb.
         const std::size_t first_row = rows_before + hb.first_row, global_rows = hb.global_rows;
         const std::size_t first_token = tokens_before + hb.first_token, global_tokens = hb.global_tokens;

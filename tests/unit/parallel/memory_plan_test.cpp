@@ -31,19 +31,19 @@ TEST_CASE("per-rank memory plan: model state as the ZeRO paper counts it") {
     // Activations do not depend on how the state is sharded.
     CHECK(plan(3, 2).activations == plan(0, 2).activations);
   }
-  // Data parallel with 16-bit gradients on >= 3 ranks (or --reduce-dtype fp32) keeps fp32 bucket buffers, 4 bytes per
-  // parameter; two ranks reduce in place in G.
+  // Data parallel on >= 2 ranks gathers the word-embedding rows used (vocab x hidden, in the parameters' type); with
+  // 16-bit gradients on >= 3 ranks (or --reduce-dtype fp32) it keeps fp32 bucket buffers too, 4 bytes per parameter.
   using parallel::reduce_dtype;
   const auto dp_buffers = [&](int ranks, int bytes, reduce_dtype r) {
     return bert::plan_memory(c, 32, 128, bytes, true, true, false, {0, ranks, r}).buffers;
   };
-  const std::int64_t params = bert::parameter_count(c);
-  CHECK(dp_buffers(4, 2, reduce_dtype::automatic) == 4 * params);
-  CHECK(dp_buffers(2, 2, reduce_dtype::fp32) == 4 * params);
-  CHECK(dp_buffers(2, 2, reduce_dtype::automatic) == 0);
-  CHECK(dp_buffers(4, 2, reduce_dtype::gradient) == 0);
+  const std::int64_t params = bert::parameter_count(c), rows = c.vocab_size * c.hidden_size;
+  CHECK(dp_buffers(4, 2, reduce_dtype::automatic) == 4 * params + 2 * rows);
+  CHECK(dp_buffers(2, 2, reduce_dtype::fp32) == 4 * params + 2 * rows);
+  CHECK(dp_buffers(2, 2, reduce_dtype::automatic) == 2 * rows);
+  CHECK(dp_buffers(4, 2, reduce_dtype::gradient) == 2 * rows);
   CHECK(dp_buffers(1, 2, reduce_dtype::automatic) == 0);
-  CHECK(dp_buffers(4, 4, reduce_dtype::automatic) == 0);
+  CHECK(dp_buffers(4, 4, reduce_dtype::automatic) == 4 * rows);
   CHECK_THROWS_AS(bert::plan_memory(c, 32, 128, 2, true, true, false, {4, 2}), loom::error);
 }
 

@@ -42,7 +42,8 @@ struct memory_plan {
   std::int64_t gradients = 0;         ///< training: one gradient per parameter
   std::int64_t optimizer = 0;         ///< AdamW: two fp32 moments, plus fp32 master weights for mixed precision
   std::int64_t activations = 0;       ///< training: everything kept for backward; inference: the reused buffers
-  /// communication: data parallel's fp32 gradient buckets (16-bit, parallel::reduces_widened); ZeRO-2's gradient buffers (the
+  /// communication: data parallel's fp32 gradient buckets (16-bit, parallel::reduces_widened) and its buffer of the
+  /// word-embedding rows used (two or more ranks); ZeRO-2's gradient buffers (the
   /// embeddings' and two layers', reused by every unit in turn), ZeRO-3's as many for the gathered parameters
   std::int64_t buffers = 0;
   /// ZeRO-Offload: page-locked host memory of the rank (the optimizer state and fp32 master weights, the host copies
@@ -116,6 +117,8 @@ inline memory_plan plan_memory(const io::bert_config& c, std::int64_t batch, std
     }
     if (sharding.stage == 0 && param_bytes < 4 && parallel::reduces_widened(sharding.reduce, sharding.ranks))
       buffers = P * 4;
+    // The word-embedding rows some rank used, gathered for their reduction (data_parallel::use_rows).
+    if (sharding.stage == 0 && sharding.ranks >= 2) buffers += checked_int(c.vocab_size) * H * B;
     if (sharding.stage >= 2) {
       // parallel::data_parallel::place_gradients (and, stage 3, place_parameters): one buffer for the embeddings,
       // two for the other units in turn, for the gradients (and the gathered parameters).
