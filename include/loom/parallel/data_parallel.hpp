@@ -259,8 +259,7 @@ class data_parallel {
       if (row_used_.data()[r]) used_rows_host_.data()[n++] = static_cast<std::int32_t>(r);
     copy_async<Device>(used_rows_.data(), used_rows_host_.data(), static_cast<std::size_t>(n) * sizeof(std::int32_t));
     rows_copied_->record();
-    std::fill_n(row_used_.data(), table_rows_, 0);
-    used_count_ = n;
+    used_count_ = n;  // the flags are cleared with the step (finish_gradients)
   }
 
   /// ZeRO-3: u's parameters are gathered (waited for), and the next unit's gather starts.
