@@ -450,7 +450,7 @@ for mb in [float(b) for b in os.environ["BUCKETS"].split()]:
         sweep.append({"kind": "bucket_sweep", "ranks": top, "bucket_mb": mb,
                       "loom_seq_per_s_per_rank": sum(j["seq_per_s"] for j in lines) / top, **overlap(lines)})
 if sweep:
-    print(f"\nbucket size on {top} ranks (batch 64 per rank, bf16 gradients reduced in fp32)")
+    print(f"\nbucket size on {top} ranks (batch 64 per rank, bf16 gradients; --reduce-dtype auto)")
     print("| bucket MB | buckets | seq/s per rank | step ms | reduce ms | exposed ms | hidden |")
     print("|---|---|---|---|---|---|---|")
     for b in sweep:

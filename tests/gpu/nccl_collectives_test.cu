@@ -149,3 +149,63 @@ TEST_CASE("nccl: a trace times each collective after its compute, and the marks 
   CHECK_THROWS_WITH(c.trace_end(), LOOM_CONTAINS("without trace_begin"));
   loom::test::agree_on_failures();
 }
+
+// Data parallelism reduces 16-bit gradients in place in a symmetric window over any number of ranks
+// (parallel::reduce_dtype::automatic), trusting NCCL's symmetric kernels to sum in fp32 and round once. The ranks'
+// exponents lie within 12 (bf16) or 10 (f16) of each other, so that their fp32 sum is exact and the one rounding
+// is the whole difference from the exact (double) sum: a ring in 16 bits, which rounds at every step, fails here
+// over three or more ranks. A small and a large count (NCCL picks other kernels for each).
+TEMPLATE_TEST_CASE("nccl: a 16-bit sum in a symmetric window is the fp32 sum rounded once, over every rank",
+                   "[nccl]", loom::bf16, loom::f16) {
+  using T = TestType;
+  auto& c = loom::test::suite_traits::comm();
+  c.set_context("symmetric sum");
+  for (const std::size_t n : {std::size_t{1'003}, std::size_t{3'000'017}}) {
+    loom::storage window = c.symmetric_storage(n * sizeof(T));
+    if (c.size() == 1) {
+      CHECK_FALSE(window.bytes);  // a group of one has no NCCL communicator to register with
+      continue;
+    }
+    if (!window.bytes) {
+      WARN("rank " << c.rank() << ": NCCL gave no symmetric window here (no CUDA VMM or not every GPU a peer)");
+      continue;
+    }
+    const bool half = std::is_same_v<T, loom::f16>;
+    const auto value = [&](int r, std::size_t i) {
+      std::uint64_t h = (static_cast<std::uint64_t>(i) * 64 + static_cast<std::uint64_t>(r)) * 0x9E3779B97F4A7C15ull;
+      h ^= h >> 29;
+      h *= 0xBF58476D1CE4E5B9ull;
+      h ^= h >> 32;
+      const double mantissa = 1.0 + static_cast<double>(h & 0x3FF) / 1024.0;
+      std::uint64_t e = i * 0x2545F4914F6CDD1Dull;  // the element's base exponent, alike on every rank
+      e ^= e >> 31;
+      const int base = half ? static_cast<int>(e % 10) - 8 : static_cast<int>(e % 61) - 30;
+      const int spread = half ? 11 : 13;
+      const int x = base + static_cast<int>((h >> 10) % static_cast<std::uint64_t>(spread));
+      const double sign = (h >> 20) & 1 ? -1.0 : 1.0;
+      return loom::test::from_double<T>(sign * std::ldexp(mantissa, x));
+    };
+    std::vector<T> mine(n);
+    for (std::size_t i = 0; i < n; ++i) mine[i] = value(c.rank(), i);
+    T* buf = reinterpret_cast<T*>(window.bytes.get());
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(buf, mine.data(), n * sizeof(T), cudaMemcpyHostToDevice, loom::current_stream()));
+    c.order_after_compute();
+    c.all_reduce(buf, buf, n, loom::parallel::reduce_op::sum);
+    c.compute_waits();
+    std::vector<T> got(n);
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(got.data(), buf, n * sizeof(T), cudaMemcpyDeviceToHost, loom::current_stream()));
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(loom::current_stream()));
+    std::vector<double> want(n);
+    std::size_t inexact = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      double exact = 0;
+      for (int r = 0; r < c.size(); ++r) exact += loom::test::to_double(value(r, i));
+      want[i] = loom::test::to_double(T(static_cast<float>(exact)));  // exact in float: rounded once, to T
+      inexact += want[i] != exact;
+    }
+    INFO(inexact << " of " << n << " sums are inexact in T");
+    CHECK(inexact > n / 4);  // the case tests rounding, not exact sums
+    loom::test::check_equal(got, want, "rank " + std::to_string(c.rank()) + ": symmetric sum of " + std::to_string(n));
+  }
+  loom::test::agree_on_failures();
+}

@@ -167,5 +167,7 @@ TEST_CASE("data_parallel: two ranks reduce 16-bit gradients in their type by def
   CHECK(parallel::reduces_widened(reduce_dtype::fp32, 1));
   CHECK(parallel::reduces_widened(reduce_dtype::fp32, 2));
   CHECK_FALSE(parallel::reduces_widened(reduce_dtype::gradient, 4));
+  CHECK_FALSE(parallel::reduces_widened(reduce_dtype::automatic, 4, /*sums_once=*/true));  // NCCL symmetric kernels
+  CHECK(parallel::reduces_widened(reduce_dtype::fp32, 4, /*sums_once=*/true));
   loom::test::agree_on_failures();
 }

@@ -92,6 +92,18 @@ class param_store {
       ++version_;
     }
   }
+  /// Moves the gradients into `buffer` (as many elements as the flat buffer; e.g. memory a communicator registered for
+  /// its collectives): the current gradients are copied over, views taken before keep the old buffer.
+  void adopt_grads(const tensor<T, Device>& buffer) {
+    LOOM_CHECK(grad_places_.empty(), "param_store: adopt_grads after the gradients were placed elsewhere");
+    LOOM_CHECK(buffer.is_contiguous() && buffer.numel() == values_.numel(),
+               "param_store: adopt_grads needs " + std::to_string(values_.numel()) + " contiguous elements, got " +
+                   std::to_string(buffer.numel()));
+    if (grads_.numel() == buffer.numel()) assign(buffer, grads_);
+    else assign(buffer, 0.0);
+    grads_ = buffer.reshape(values_.extents());
+    ++version_;
+  }
   /// Forgets every parameter registered after the first `count` and shrinks the buffers to match (the values of
   /// the parameters kept are preserved). Used to unload an adapter.
   void truncate(std::size_t count) {

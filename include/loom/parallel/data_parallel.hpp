@@ -21,6 +21,8 @@
 #include "../tensor/assign.hpp"
 #include "../tensor/async_copy.hpp"
 #include "../tensor/copy.hpp"
+#include "../tensor/math.hpp"
+#include "../tensor/reduce.hpp"
 #include "bucket_plan.hpp"
 #include "mpi_communicator.hpp"
 #include "policy.hpp"
@@ -72,10 +74,12 @@ struct data_parallel_options {
 /// not fire (a rank without rows in the step) and makes the compute stream wait for the reductions.
 ///
 /// Precision of the sum (reduce_dtype): by default the reduction adds no rounding of its own beyond the one final
-/// rounding to G. Over three or more ranks each bucket of 16-bit gradients is widened into a persistent fp32 buffer,
-/// reduced there and rounded back once; over two ranks a sum is one addition per element, which G's own all-reduce
-/// rounds exactly as the fp32 sum would be rounded, so the bucket reduces in place in G (half the bytes, no widening);
-/// a world of one sums nothing.
+/// rounding to G. Over two ranks a sum is one addition per element, which G's own all-reduce rounds exactly as the
+/// fp32 sum would be rounded, so the bucket reduces in place in G (half the bytes, no widening). Over three or more,
+/// on NCCL the gradients live in a symmetric window (nccl_communicator::symmetric_storage), whose all-reduces sum in
+/// fp32 and round once (probed at attach: sums_rounded_once), so they too reduce in place in G; where there is no
+/// such window (MPI, NCCL without symmetric support) each bucket of 16-bit gradients is widened into a persistent fp32
+/// buffer, reduced there and rounded back once. A world of one sums nothing.
 ///
 /// ZeRO (data_parallel_options::stage 1-3, docs/distributed.md): the same batches and loss scaling, with each rank
 /// keeping one shard of every unit (shard_map) of the optimizer state (stage 1: reduce_scatter per unit in backward,
@@ -90,7 +94,8 @@ class data_parallel {
  public:
   using grad_comm_t = typename gradient_communicator<Device>::type;
   static constexpr std::string_view name = "data_parallel";
-  /// 16-bit gradients are reduced in fp32 across ranks.
+  /// G is a 16-bit type: a sum over three or more ranks needs fp32 accumulation (a symmetric window's all-reduce, or
+  /// buckets widened to fp32).
   static constexpr bool widen = !std::is_same_v<G, float> && !std::is_same_v<G, double>;
 
   data_parallel() = default;
@@ -216,9 +221,10 @@ class data_parallel {
       reset();
       return;
     }
+    use_window(store);
     std::vector<unit_ranges> order;
     for (const unit& u : backward_order(layers)) order.push_back({u, store.unit_ranges(u)});
-    const bool widened = widen && reduces_widened(o_.reduce, size());
+    const bool widened = widen && reduces_widened(o_.reduce, size(), sums_once_);
     const std::size_t reduced_bytes = widened ? sizeof(float) : sizeof(G);
     buckets_ = plan_buckets(order, reduced_bytes, static_cast<std::size_t>(o_.bucket_mb * 1024 * 1024));
     bucket_of_.clear();
@@ -693,7 +699,7 @@ class data_parallel {
         table_rows_ = p.extents[0];
         table_bucket_ = b;
         table_rest_ = std::move(rest);
-        picked_ = tensor<G, Device>(p.extents);
+        picked_ = window_.empty() ? tensor<G, Device>(p.extents) : window_tensor(p.extents);
         used_rows_ = tensor<std::int32_t, Device>(shape{table_rows_});
         used_rows_host_ = staging_tensor<std::int32_t, Device>(shape{table_rows_});
         rows_copied_ = std::make_unique<stream_fence<Device>>();
@@ -701,6 +707,47 @@ class data_parallel {
         return;
       }
     }
+  }
+
+  // Data parallelism on NCCL over 2+ ranks: the gradients move into a symmetric window of the gradient communicator
+  // (nothing changes where it has none to give), and whether its 16-bit sums round once is probed.
+  void use_window(nn::param_store<G, Device>& store) {
+    if constexpr (requires(grad_comm_t& c) { c.symmetric_storage(std::size_t{1}); }) {
+      if (size() < 2 || flat_.empty() || flat_.data() == window_.data()) return;
+      window_ = window_tensor(shape{flat_.numel()});
+      sums_once_ = false;
+      if (window_.empty()) return;
+      sums_once_ = widen && sums_rounded_once(window_);
+      store.adopt_grads(window_);
+      flat_ = store.flat_grads();
+    }
+  }
+  // A tensor of `extents` in a new symmetric window (empty when the communicator has none).
+  tensor<G, Device> window_tensor(const shape& extents) {
+    if constexpr (requires(grad_comm_t& c) { c.symmetric_storage(std::size_t{1}); }) {
+      storage s = grads_->symmetric_storage(static_cast<std::size_t>(extents.numel()) * sizeof(G));
+      if (!s.bytes) return {};
+      G* p = reinterpret_cast<G*>(s.bytes.get());
+      return tensor<G, Device>(std::move(s), strided<G>{p, extents, contiguous_strides(extents)});
+    } else {
+      return {};
+    }
+  }
+  // Whether a 16-bit all-reduce in `window` (all of it, as the buckets will be) rounds each sum once. Rank 0 gives 1,
+  // every other rank 3/8 of 1's ulp: summed exactly, 1 + (n-1) x 3/8 ulp rounds up from three ranks on; where a step
+  // adds one rank's 3/8 ulp to 1 and rounds (a ring's or tree's steps in 16 bits) the sum stays 1. Collective.
+  bool sums_rounded_once(const tensor<G, Device>& window) {
+    const float small = 0.375f * (std::is_same_v<G, bf16> ? 0x1p-7f : 0x1p-10f);
+    assign(window, rank() == 0 ? 1.0 : static_cast<double>(small));
+    grads_->order_after_compute();
+    grads_->all_reduce(window.data(), window.data(), static_cast<std::size_t>(window.numel()), reduce_op::sum);
+    grads_->compute_waits();
+    const float want = static_cast<float>(G(1.0f + static_cast<float>(size() - 1) * small));
+    tensor<float, Device> worst(shape{});
+    assign(worst, max(abs(cast<float>(window) - want)));
+    std::int32_t off = to<host>(worst)() != 0.0f;
+    control_->all_reduce(&off, &off, 1, reduce_op::max);
+    return off == 0;
   }
 
   // f(gradient span, its part of widened_[b]) for each of `spans` (bucket b's): they lie back to back there.
@@ -768,6 +815,8 @@ class data_parallel {
   data_parallel_options o_;
   std::uint64_t attached_version_ = ~std::uint64_t{0};
   tensor<G, Device> flat_, params_;
+  tensor<G, Device> window_;  // the gradients' symmetric window (use_window), empty when there is none
+  bool sums_once_ = false;    // 16-bit all-reduces in the window round once (sums_rounded_once)
   shard_map map_;
   std::vector<bool> unit_launched_, unit_trainable_;
   std::vector<std::size_t> backward_units_;  // map_'s units in the order backward finishes them

@@ -30,6 +30,8 @@
 #include "../core/cuda_stream.hpp"
 #include "../core/dtype.hpp"
 #include "../core/error.hpp"
+#include "../core/memory_stats.hpp"
+#include "../tensor/storage.hpp"
 #include "communicator.hpp"
 #include "mpi_communicator.hpp"
 
@@ -59,6 +61,12 @@ constexpr ncclRedOp_t nccl_op(reduce_op op) noexcept {
 inline bool nccl_for_one() {
   const char* v = std::getenv("LOOM_NCCL_FOR_ONE");
   return v != nullptr && *v == '1';
+}
+
+/// LOOM_NCCL_SYMMETRIC=0 turns symmetric windows off (nccl_communicator::symmetric_storage returns none).
+inline bool nccl_symmetric_enabled() {
+  const char* v = std::getenv("LOOM_NCCL_SYMMETRIC");
+  return v == nullptr || *v != '0';
 }
 
 /// Makes `device` current for the guard's lifetime (the watchdog thread and destructors may run elsewhere).
@@ -207,6 +215,65 @@ class nccl_communicator {
   /// the collectives: e.g. a shard from host memory into the buffer that gathers it next.
   void copy(void* dst, const void* src, std::size_t bytes) {
     if (bytes > 0) LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s_->stream));
+  }
+
+  /// Collective: `bytes` of device memory registered with NCCL as a symmetric window (ncclMemAlloc, then
+  /// ncclCommWindowRegister with NCCL_WIN_COLL_SYMMETRIC). A collective whose buffers lie in it at the same offset on
+  /// every rank runs NCCL's symmetric kernels (NVLink loads and stores from a few CTAs; floating-point sums
+  /// accumulated in fp32 and rounded once). Empty storage (every rank alike) when this communicator has none to give:
+  /// a group of one, NCCL without symmetric support here (no CUDA VMM, GPUs not all peers, NCCL_WIN_ENABLE=0), or
+  /// LOOM_NCCL_SYMMETRIC=0. The window is deregistered when the storage goes, or with the communicator if that goes
+  /// first; the memory itself is freed with the storage (after the device has finished every use of it).
+  storage symmetric_storage(std::size_t bytes) {
+    LOOM_CHECK(s_ != nullptr, "nccl_communicator: used after being moved from");
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 27, 0)
+    (void)bytes;
+    return {};  // windows and symmetric kernels came with NCCL 2.27
+#else
+    if (solo() || bytes == 0 || !detail::nccl_symmetric_enabled()) return {};
+    detail::device_guard guard(s_->device);
+    void* p = nullptr;
+    const ncclResult_t a = ncclMemAlloc(&p, bytes);
+    if (a != ncclSuccess) {
+      (void)cudaGetLastError();
+      p = nullptr;
+    }
+    // Registration is collective: either every rank registers its allocation or none does (no memory, no VMM).
+    if (ranks_with(p != nullptr) != s_->size) {
+      if (p != nullptr) ncclMemFree(p);
+      return {};
+    }
+    ncclWindow_t win = nullptr;
+    try {
+      // On a non-blocking communicator the registration may go on in the background after returning ncclSuccess.
+      ncclResult_t r = ncclCommWindowRegister(s_->comm, p, bytes, &win, NCCL_WIN_COLL_SYMMETRIC);
+      if (r == ncclSuccess) ncclCommGetAsyncError(s_->comm, &r);
+      ready(s_->comm, r, "window registration");
+    } catch (...) {
+      ncclMemFree(p);
+      throw;
+    }
+    // Registration is collective and returns no window where NCCL has no symmetric support; agree, so that no rank
+    // reduces in a window its peers do not have.
+    if (ranks_with(win != nullptr) != s_->size) {
+      if (win != nullptr) ncclCommWindowDeregister(s_->comm, win);
+      if (p != nullptr) ncclMemFree(p);
+      return {};
+    }
+    auto handle = std::make_shared<window>(window{s_->comm, win});
+    s_->windows.push_back(handle);
+    loom::detail::record_alloc(s_->device, bytes);
+    const int device = s_->device;
+    auto release = [handle, bytes, device](std::byte* q) {
+      detail::device_guard on(device);
+      cudaDeviceSynchronize();  // no kernel may still read or write it: unmapping is not stream-ordered
+      if (handle->comm != nullptr) ncclCommWindowDeregister(handle->comm, handle->win);
+      handle->comm = nullptr;
+      ncclMemFree(q);
+      loom::detail::record_free(device, bytes);
+    };
+    return {std::shared_ptr<std::byte>(static_cast<std::byte*>(p), release), bytes, device};
+#endif
   }
 
   void barrier() {
@@ -361,6 +428,14 @@ class nccl_communicator {
   using clock = std::chrono::steady_clock;
   static constexpr std::chrono::milliseconds watchdog_period{100};
 
+  // A registered window; `comm` is cleared once deregistered (by its storage, or by the communicator going first).
+  struct window {
+    ncclComm_t comm;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+    ncclWindow_t win;
+#endif
+  };
+
   // Everything the watchdog thread shares, behind one pointer: a move leaves the thread's pointer valid.
   struct state {
     ncclComm_t comm = nullptr;
@@ -368,6 +443,7 @@ class nccl_communicator {
     cudaEvent_t compute_done = nullptr, collectives_done = nullptr;
     std::vector<cudaEvent_t> fences;  // record_fence / compute_waits_for
     std::int32_t* scratch = nullptr;  // barrier()'s one element
+    std::vector<std::shared_ptr<window>> windows;  // symmetric_storage's, deregistered before the communicator goes
     int device = 0, rank = 0, size = 1, world_rank = 0;
     comm_options options;
     std::string context;
@@ -441,6 +517,13 @@ class nccl_communicator {
         watchdog.join();
       }
       detail::device_guard guard(device);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+      for (const auto& w : windows)
+        if (w->comm != nullptr) {
+          ncclCommWindowDeregister(w->comm, w->win);
+          w->comm = nullptr;
+        }
+#endif
       if (comm != nullptr) {
         // Non-blocking: finalize may report ncclInProgress; poll it under the timeout, abort when it fails.
         ncclResult_t r = ncclCommFinalize(comm);
@@ -523,6 +606,18 @@ class nccl_communicator {
   bool solo() const {
     LOOM_CHECK(s_ != nullptr, "nccl_communicator: used after being moved from");
     return s_->comm == nullptr;
+  }
+  /// Collective: how many ranks passed true (one int32 sum the host waits for).
+  int ranks_with(bool flag) {
+    const std::int32_t mine = flag ? 1 : 0;
+    std::int32_t all = 0;
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(s_->scratch, &mine, sizeof mine, cudaMemcpyHostToDevice, s_->stream));
+    launch("all_reduce", 1, "int32", [&](ncclComm_t c, cudaStream_t st) {
+      return ncclAllReduce(s_->scratch, s_->scratch, 1, ncclInt32, ncclSum, c, st);
+    });
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(&all, s_->scratch, sizeof all, cudaMemcpyDeviceToHost, s_->stream));
+    synchronize();
+    return all;
   }
   /// A collective over one rank: its result is its input, copied on the stream when the buffers differ.
   template <class T>

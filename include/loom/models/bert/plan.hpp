@@ -56,7 +56,8 @@ struct memory_plan {
 /// How the model state is divided over the ranks, for the per-rank plan: `stage` 0 is data parallel (every rank
 /// holds everything; one process is a world of one), 1-3 the ZeRO stages (optimizer state; + gradients;
 /// + parameters sharded 1/ranks). `reduce`: how data parallelism sums 16-bit gradients (parallel::reduces_widened: in
-/// persistent fp32 bucket buffers, by default on three or more ranks).
+/// persistent fp32 bucket buffers, by default on three or more ranks; counted, an upper bound, since NCCL's symmetric
+/// windows, which make them unnecessary, are known only at run time).
 struct state_sharding {
   int stage = 0;
   int ranks = 1;
