@@ -10,6 +10,7 @@
 
 #include <nccl.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -591,10 +592,18 @@ class nccl_communicator {
     }
 
     /// One line, abort the communicator, end the process (the stream cannot be unblocked from the host).
+    /// The abort gets a bounded time: with symmetric windows registered and a peer stopped (SIGSTOP),
+    /// ncclCommAbort did not return on 2 H200s (its teardown waits for the peer), and the process must end anyway.
     [[noreturn]] void die(const std::string& what, const std::string& reason) {
       std::fprintf(stderr, "loom: rank %d: NCCL %s %s; aborting\n", world_rank, what.c_str(), reason.c_str());
       std::fflush(stderr);
-      ncclCommAbort(comm);
+      auto aborted = std::make_shared<std::atomic<bool>>(false);
+      std::thread([c = comm, aborted] {
+        ncclCommAbort(c);
+        aborted->store(true);
+      }).detach();
+      const auto deadline = clock::now() + std::chrono::seconds(2);
+      while (!aborted->load() && clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
       std::_Exit(1);
     }
   };
