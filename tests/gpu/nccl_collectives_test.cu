@@ -153,8 +153,8 @@ TEST_CASE("nccl: a trace times each collective after its compute, and the marks 
 // Data parallelism reduces 16-bit gradients in place in a symmetric window over any number of ranks
 // (parallel::reduce_dtype::automatic), trusting NCCL's symmetric kernels to sum in fp32 and round once. The ranks'
 // exponents lie within 12 (bf16) or 10 (f16) of each other, so that their fp32 sum is exact and the one rounding
-// is the whole difference from the exact (double) sum: a ring in 16 bits, which rounds at every step, fails here
-// over three or more ranks. A small and a large count (NCCL picks other kernels for each).
+// is the whole difference from the exact (double) sum: a ring in 16 bits, which rounds at every step, would round
+// many of these sums twice over three or more ranks. A small and a large count (NCCL picks other kernels for each).
 TEMPLATE_TEST_CASE("nccl: a 16-bit sum in a symmetric window is the fp32 sum rounded once, over every rank",
                    "[nccl]", loom::bf16, loom::f16) {
   using T = TestType;
