@@ -97,6 +97,8 @@ class data_parallel {
   /// G is a 16-bit type: a sum over three or more ranks needs fp32 accumulation (a symmetric window's all-reduce, or
   /// buckets widened to fp32).
   static constexpr bool widen = !std::is_same_v<G, float> && !std::is_same_v<G, double>;
+  /// The gradient communicator can register symmetric windows (nccl_communicator::symmetric_storage).
+  static constexpr bool has_windows = requires(grad_comm_t& c) { c.symmetric_storage(std::size_t{1}); };
 
   data_parallel() = default;
   /// `control`: host collectives over the world (metrics, agreement, checks); `grads`: the gradient reductions on
@@ -695,11 +697,14 @@ class data_parallel {
           if (p.offset + p.numel() < hi) rest.push_back({p.offset + p.numel(), hi});
         }
         if (!inside) continue;
+        // With the gradients in a window the rows' block needs one too (the same kernels, the same one rounding);
+        // where NCCL refuses it (every rank alike) the table is reduced whole, in the gradients' window.
+        picked_ = window_.empty() ? tensor<G, Device>(p.extents) : window_tensor(p.extents);
+        if (picked_.empty()) return;
         table_ = flat_.slice(0, p.offset, p.offset + p.numel()).reshape(p.extents);
         table_rows_ = p.extents[0];
         table_bucket_ = b;
         table_rest_ = std::move(rest);
-        picked_ = window_.empty() ? tensor<G, Device>(p.extents) : window_tensor(p.extents);
         used_rows_ = tensor<std::int32_t, Device>(shape{table_rows_});
         used_rows_host_ = staging_tensor<std::int32_t, Device>(shape{table_rows_});
         rows_copied_ = std::make_unique<stream_fence<Device>>();
@@ -710,21 +715,22 @@ class data_parallel {
   }
 
   // Data parallelism on NCCL over 2+ ranks: the gradients move into a symmetric window of the gradient communicator
-  // (nothing changes where it has none to give), and whether its 16-bit sums round once is probed.
+  // (nothing changes where it has none to give), and over 3+ ranks whether its 16-bit sums round once is probed (two
+  // ranks' sums are one addition, rounded once anyway).
   void use_window(nn::param_store<G, Device>& store) {
-    if constexpr (requires(grad_comm_t& c) { c.symmetric_storage(std::size_t{1}); }) {
+    if constexpr (has_windows) {
       if (size() < 2 || flat_.empty() || flat_.data() == window_.data()) return;
       window_ = window_tensor(shape{flat_.numel()});
       sums_once_ = false;
       if (window_.empty()) return;
-      sums_once_ = widen && sums_rounded_once(window_);
+      sums_once_ = widen && size() > 2 && sums_rounded_once(window_);
       store.adopt_grads(window_);
       flat_ = store.flat_grads();
     }
   }
   // A tensor of `extents` in a new symmetric window (empty when the communicator has none).
   tensor<G, Device> window_tensor(const shape& extents) {
-    if constexpr (requires(grad_comm_t& c) { c.symmetric_storage(std::size_t{1}); }) {
+    if constexpr (has_windows) {
       storage s = grads_->symmetric_storage(static_cast<std::size_t>(extents.numel()) * sizeof(G));
       if (!s.bytes) return {};
       G* p = reinterpret_cast<G*>(s.bytes.get());

@@ -258,7 +258,7 @@ class nccl_communicator {
     // reduces in a window its peers do not have.
     if (ranks_with(win != nullptr) != s_->size) {
       if (win != nullptr) ncclCommWindowDeregister(s_->comm, win);
-      if (p != nullptr) ncclMemFree(p);
+      ncclMemFree(p);
       return {};
     }
     auto handle = std::make_shared<window>(window{s_->comm, win});
@@ -268,8 +268,7 @@ class nccl_communicator {
     auto release = [handle, bytes, device](std::byte* q) {
       detail::device_guard on(device);
       cudaDeviceSynchronize();  // no kernel may still read or write it: unmapping is not stream-ordered
-      if (handle->comm != nullptr) ncclCommWindowDeregister(handle->comm, handle->win);
-      handle->comm = nullptr;
+      handle->deregister();
       ncclMemFree(q);
       loom::detail::record_free(device, bytes);
     };
@@ -434,6 +433,10 @@ class nccl_communicator {
     ncclComm_t comm;
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
     ncclWindow_t win;
+    void deregister() {
+      if (comm != nullptr) ncclCommWindowDeregister(comm, win);
+      comm = nullptr;
+    }
 #endif
   };
 
@@ -519,11 +522,7 @@ class nccl_communicator {
       }
       detail::device_guard guard(device);
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
-      for (const auto& w : windows)
-        if (w->comm != nullptr) {
-          ncclCommWindowDeregister(w->comm, w->win);
-          w->comm = nullptr;
-        }
+      for (const auto& w : windows) w->deregister();
 #endif
       if (comm != nullptr) {
         // Non-blocking: finalize may report ncclInProgress; poll it under the timeout, abort when it fails.
