@@ -139,11 +139,12 @@ void run_train_bench(const train_bench_options& o) {
     if (mark) mark("gradients reduced");
     if (o.max_grad_norm > 0) loom::optim::clip_grad_norm(opt, o.max_grad_norm);
     opt.step(2e-5);
-    m.parallel().finish_step();
+    m.parallel().finish_step(/*overlap=*/true);  // as the trainer: ZeRO-1/2's gathers run beside the next forward
     if (mark) mark("step end");
     ++step;
   };
-  auto sync = [] {
+  auto sync = [&] {
+    loom::parallel::settle(m.parallel());  // the last step's parameter gathers count too
 #if LOOM_CUDA_COMPILER
     if constexpr (std::is_same_v<Device, loom::cuda>) LOOM_CUDA_CHECK(cudaStreamSynchronize(loom::current_stream()));
 #endif

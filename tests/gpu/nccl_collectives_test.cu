@@ -4,7 +4,11 @@
 // or under `mpirun -np N` on a machine with N GPUs. Not registered with CTest (CI has no GPU).
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -150,6 +154,54 @@ TEST_CASE("nccl: a trace times each collective after its compute, and the marks 
   loom::test::agree_on_failures();
 }
 
+namespace {
+
+// Rank r's element i for the symmetric cases: 10-bit mantissas whose exponents lie within 12 (bf16) or 10 (f16) of
+// each other across the ranks, so that their fp32 sum is exact and rounding it to T once is the only rounding. A
+// float element is a small integer (every sum exact).
+template <class T>
+T spread_value(int r, std::size_t i) {
+  std::uint64_t h = (static_cast<std::uint64_t>(i) * 64 + static_cast<std::uint64_t>(r)) * 0x9E3779B97F4A7C15ull;
+  h ^= h >> 29;
+  h *= 0xBF58476D1CE4E5B9ull;
+  h ^= h >> 32;
+  if constexpr (std::is_same_v<T, float>) {
+    return static_cast<float>(static_cast<int>(h % 2001) - 1000);
+  } else {
+    const bool half = std::is_same_v<T, loom::f16>;
+    const double mantissa = 1.0 + static_cast<double>(h & 0x3FF) / 1024.0;
+    std::uint64_t e = i * 0x2545F4914F6CDD1Dull;  // the element's base exponent, alike on every rank
+    e ^= e >> 31;
+    const int base = half ? static_cast<int>(e % 10) - 8 : static_cast<int>(e % 61) - 30;
+    const int spread = half ? 11 : 13;
+    const int x = base + static_cast<int>((h >> 10) % static_cast<std::uint64_t>(spread));
+    const double sign = (h >> 20) & 1 ? -1.0 : 1.0;
+    return loom::test::from_double<T>(sign * std::ldexp(mantissa, x));
+  }
+}
+
+// The sum over `ranks` ranks of spread_value(r, i), exact in fp32, rounded once to T.
+template <class T>
+double rounded_once_sum(int ranks, std::size_t i) {
+  double exact = 0;
+  for (int r = 0; r < ranks; ++r) exact += loom::test::to_double(spread_value<T>(r, i));
+  return loom::test::to_double(T(static_cast<float>(exact)));
+}
+
+template <class T>
+void to_device(T* dst, const std::vector<T>& v) {
+  LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, loom::current_stream()));
+}
+template <class T>
+std::vector<T> from_device(const T* src, std::size_t n) {
+  std::vector<T> v(n);
+  LOOM_CUDA_CHECK(cudaMemcpyAsync(v.data(), src, n * sizeof(T), cudaMemcpyDeviceToHost, loom::current_stream()));
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(loom::current_stream()));
+  return v;
+}
+
+}  // namespace
+
 // Data parallelism reduces 16-bit gradients in place in a symmetric window over any number of ranks
 // (parallel::reduce_dtype::automatic), trusting NCCL's symmetric kernels to sum in fp32 and round once. The ranks'
 // exponents lie within 12 (bf16) or 10 (f16) of each other, so that their fp32 sum is exact and the one rounding
@@ -170,21 +222,7 @@ TEMPLATE_TEST_CASE("nccl: a 16-bit sum in a symmetric window is the fp32 sum rou
       WARN("rank " << c.rank() << ": NCCL gave no symmetric window here (no CUDA VMM or not every GPU a peer)");
       continue;
     }
-    const bool half = std::is_same_v<T, loom::f16>;
-    const auto value = [&](int r, std::size_t i) {
-      std::uint64_t h = (static_cast<std::uint64_t>(i) * 64 + static_cast<std::uint64_t>(r)) * 0x9E3779B97F4A7C15ull;
-      h ^= h >> 29;
-      h *= 0xBF58476D1CE4E5B9ull;
-      h ^= h >> 32;
-      const double mantissa = 1.0 + static_cast<double>(h & 0x3FF) / 1024.0;
-      std::uint64_t e = i * 0x2545F4914F6CDD1Dull;  // the element's base exponent, alike on every rank
-      e ^= e >> 31;
-      const int base = half ? static_cast<int>(e % 10) - 8 : static_cast<int>(e % 61) - 30;
-      const int spread = half ? 11 : 13;
-      const int x = base + static_cast<int>((h >> 10) % static_cast<std::uint64_t>(spread));
-      const double sign = (h >> 20) & 1 ? -1.0 : 1.0;
-      return loom::test::from_double<T>(sign * std::ldexp(mantissa, x));
-    };
+    const auto value = spread_value<T>;
     std::vector<T> mine(n);
     for (std::size_t i = 0; i < n; ++i) mine[i] = value(c.rank(), i);
     T* buf = reinterpret_cast<T*>(window.bytes.get());
@@ -206,6 +244,77 @@ TEMPLATE_TEST_CASE("nccl: a 16-bit sum in a symmetric window is the fp32 sum rou
     INFO(inexact << " of " << n << " sums are inexact in T");
     CHECK(inexact > n / 4);  // the case tests rounding, not exact sums
     loom::test::check_equal(got, want, "rank " + std::to_string(c.rank()) + ": symmetric sum of " + std::to_string(n));
+  }
+  loom::test::agree_on_failures();
+}
+
+// ZeRO keeps the buffers of its collectives in symmetric windows (parallel::data_parallel::comm_tensor):
+// reduce-scatters in place (ZeRO-1, each rank's shard at rank x count of the same window) and from one window into
+// another (ZeRO-2's packed shard), all-gathers in place (ZeRO-1/2's parameters) and from one window into another
+// (ZeRO-3's shards into its gathering buffers). The symmetric kernels address every peer's buffer at the caller's
+// offset, so each form must still put every element where NCCL's contract says, and 16-bit sums must be the fp32 sum
+// rounded once. Each rank's part is 16-byte aligned, as ZeRO's shards are (shard_map). This case found two things
+// on NCCL 2.28.9 (2 and 4 H200s): with 1,003 elements per rank (unaligned) the in-place forms were wrong, and a
+// reduce-scatter from a window into ordinary memory summed bf16 over 4 ranks in 16 bits, rounding at each step.
+TEMPLATE_TEST_CASE("nccl: ZeRO's reduce-scatters and all-gathers in symmetric windows, in place and between two",
+                   "[nccl]", float, loom::bf16) {
+  using T = TestType;
+  auto& c = loom::test::suite_traits::comm();
+  c.set_context("symmetric zero");
+  const int n = c.size(), me = c.rank();
+  const auto at = [&](std::size_t m) { return m * static_cast<std::size_t>(me); };
+  for (const std::size_t m : {std::size_t{1'000}, std::size_t{1'000'000}}) {
+    const std::size_t total = m * static_cast<std::size_t>(n);
+    loom::storage window = c.symmetric_storage(total * sizeof(T));
+    loom::storage other = c.symmetric_storage(total * sizeof(T));
+    if (n == 1) {
+      CHECK_FALSE(window.bytes);
+      continue;
+    }
+    if (!window.bytes || !other.bytes) {
+      WARN("rank " << me << ": NCCL gave no symmetric window here (no CUDA VMM or not every GPU a peer)");
+      continue;
+    }
+    T* w = reinterpret_cast<T*>(window.bytes.get());
+    T* o = reinterpret_cast<T*>(other.bytes.get());
+    std::vector<T> mine(total);
+    for (std::size_t i = 0; i < total; ++i) mine[i] = spread_value<T>(me, i);
+    std::vector<double> sums(m);
+    for (std::size_t j = 0; j < m; ++j) sums[j] = rounded_once_sum<T>(n, at(m) + j);
+    const std::string what = " of " + std::to_string(m) + " per rank";
+    const std::string who = "rank " + std::to_string(me) + ": ";
+
+    to_device(w, mine);
+    c.order_after_compute();
+    c.reduce_scatter(w, w + at(m), m, loom::parallel::reduce_op::sum);
+    c.compute_waits();
+    loom::test::check_equal(from_device(w + at(m), m), sums, who + "in-place reduce_scatter" + what);
+
+    to_device(w, mine);
+    c.order_after_compute();
+    c.reduce_scatter(w, o + m, m, loom::parallel::reduce_op::sum);  // the same offset on every rank
+    c.compute_waits();
+    loom::test::check_equal(from_device(o + m, m), sums, who + "reduce_scatter into another window" + what);
+
+    std::vector<double> gathered(total);
+    for (std::size_t i = 0; i < total; ++i)
+      gathered[i] = loom::test::to_double(spread_value<T>(static_cast<int>(i / m), i));
+    const std::vector<T> shard(mine.begin() + static_cast<std::ptrdiff_t>(at(m)),
+                               mine.begin() + static_cast<std::ptrdiff_t>(at(m) + m));
+    const std::vector<T> stale(total, loom::test::from_double<T>(-7.0));
+    to_device(w, stale);
+    to_device(w + at(m), shard);
+    c.order_after_compute();
+    c.all_gather(w + at(m), w, m);
+    c.compute_waits();
+    loom::test::check_equal(from_device(w, total), gathered, who + "in-place all_gather" + what);
+
+    to_device(w, stale);
+    to_device(o, shard);
+    c.order_after_compute();
+    c.all_gather(o, w, m);
+    c.compute_waits();
+    loom::test::check_equal(from_device(w, total), gathered, who + "all_gather from another window" + what);
   }
   loom::test::agree_on_failures();
 }

@@ -96,12 +96,19 @@ class param_store {
   /// its collectives): the current gradients are copied over, views taken before keep the old buffer.
   void adopt_grads(const tensor<T, Device>& buffer) {
     LOOM_CHECK(grad_places_.empty(), "param_store: adopt_grads after the gradients were placed elsewhere");
-    LOOM_CHECK(buffer.is_contiguous() && buffer.numel() == values_.numel(),
-               "param_store: adopt_grads needs " + std::to_string(values_.numel()) + " contiguous elements, got " +
-                   std::to_string(buffer.numel()));
+    check_adoptable(buffer, "adopt_grads");
     if (grads_.numel() == buffer.numel()) assign(buffer, grads_);
     else assign(buffer, 0.0);
     grads_ = buffer.reshape(values_.extents());
+    ++version_;
+  }
+  /// Moves the parameter values into `buffer` (as many elements as the flat buffer), as adopt_grads does the
+  /// gradients: copied over; views taken before keep the old buffer (version() changes).
+  void adopt_values(const tensor<T, Device>& buffer) {
+    LOOM_CHECK(value_places_.empty(), "param_store: adopt_values after the values were placed elsewhere");
+    check_adoptable(buffer, "adopt_values");
+    assign(buffer, values_);
+    values_ = buffer.reshape(values_.extents());
     ++version_;
   }
   /// Forgets every parameter registered after the first `count` and shrinks the buffers to match (the values of
@@ -271,6 +278,11 @@ class param_store {
     index_t begin, end;
     tensor<T, Device> base;
   };
+  void check_adoptable(const tensor<T, Device>& buffer, const char* what) const {
+    LOOM_CHECK(buffer.is_contiguous() && buffer.numel() == values_.numel(),
+               std::string("param_store: ") + what + " needs " + std::to_string(values_.numel()) +
+                   " contiguous elements, got " + std::to_string(buffer.numel()));
+  }
   void add_place(std::vector<place>& places, index_t begin, index_t end, const tensor<T, Device>& base) {
     LOOM_CHECK(begin >= 0 && begin <= end && end - begin <= base.numel() && base.is_contiguous(),
                "param_store: a placed range needs a contiguous buffer of at least its size");

@@ -85,7 +85,10 @@ struct data_parallel_options {
 /// keeping one shard of every unit (shard_map) of the optimizer state (stage 1: reduce_scatter per unit in backward,
 /// optimizer_sharding() for the optimizer, all-gather in finish_step()), of the gradients too (stage 2: the units'
 /// gradients in reused buffers, packed_grads()), and of the parameters too (stage 3: each unit gathered into reused
-/// buffers before its forward and backward, the next one prefetched; packed_params()). Reductions are in G.
+/// buffers before its forward and backward, the next one prefetched; packed_params()). Reductions are in G. On NCCL
+/// the buffers these collectives read and write (the flat gradients and parameters of stages 1-2, the reused buffers
+/// of stages 2-3) are symmetric windows, where the communicator gives them: in-place reduce-scatters and all-gathers
+/// address each peer's buffer at the same offset, as the symmetric kernels need, and sum in fp32.
 ///
 /// A default-constructed policy is inactive: a world of one without any communicator (training without
 /// --parallel); every hook returns at once.
@@ -189,6 +192,7 @@ class data_parallel {
   /// Plans the buckets over `store`'s gradient buffer (allocated here if it is not yet). Call again whenever the
   /// layout or the trainable flags change (store.version()); cheap when nothing did.
   void attach(nn::param_store<G, Device>& store) {
+    settle();
     if (stage() < 2) store.allocate_grads();  // ZeRO-2 places the gradients in its own buffers instead
     if (attached_version_ == store.version() && flat_.data() == store.flat_grads().data()) return;
     flat_ = store.flat_grads();
@@ -202,8 +206,11 @@ class data_parallel {
     for (const unit& u : store.units())
       if (u.kind == unit_kind::layer || u.kind == unit_kind::adapter) layers = std::max(layers, u.index + 1);
     if (stage() > 0) {
+      use_window(store);         // stage 1's flat gradients (stages 2-3 reduce from buffers of their own)
+      use_values_window(store);  // stages 1-2: the parameters' all-gather after each step
       map_ = shard_map(store.unit_spans(), size(), rank(), nn::param_store<G, Device>::align);
       unit_launched_.assign(map_.units().size(), false);
+      unit_gathering_.assign(map_.units().size(), false);
       unit_trainable_.clear();
       for (const unit_shard& u : map_.units()) unit_trainable_.push_back(!store.unit_ranges(u.unit).empty());
       // Every rank issues the reduce-scatters in backward order, also a rank that ran no backward in a step.
@@ -270,9 +277,13 @@ class data_parallel {
     used_count_ = n;  // the flags are cleared with the step (finish_gradients)
   }
 
-  /// ZeRO-3: u's parameters are gathered (waited for), and the next unit's gather starts.
+  /// ZeRO-1/2 after finish_step(true): u's parameters are gathered (waited for). ZeRO-3: the same, and the next
+  /// unit's gather starts.
   void before_forward(const unit& u) {
-    if (stage() < 3) return;
+    if (stage() < 3) {
+      if (gathering_) use_gathered(unit_index(u));
+      return;
+    }
     if (u.kind == unit_kind::embeddings) in_backward_ = false;  // a forward pass starts
     const std::size_t k = unit_index(u);
     use_unit(k);
@@ -343,15 +354,39 @@ class data_parallel {
     reset();
   }
 
-  /// ZeRO: after the optimizer stepped this rank's shards, all-gathers every trainable unit's updated parameters
-  /// (in place) so that every rank holds the whole model again. Nothing for plain data parallelism.
-  void finish_step() {
+  /// ZeRO: after the optimizer stepped this rank's shards, every rank gets the parameters the others updated. Stages
+  /// 1-2 all-gather each trainable unit in place; stage 3 marks its gathered copies stale. Nothing for plain data
+  /// parallelism. `overlap` (stages 1-2): return with the gathers in flight on the communication stream; the next
+  /// forward waits for each unit's gather where it first reads the unit (before_forward), so they run beside the
+  /// forward of the units before it instead of in front of the whole step. Whatever else reads the parameters before
+  /// that forward must call settle() first (bert::model::params() does). Without it the compute stream waits here.
+  void finish_step(bool overlap = false) {
     if (stage() == 0) return;
     if (stage() >= 3) {
       params_changed();  // the optimizer updated the shards in place: every gathered copy is stale
       return;
     }
-    gather_in_place(params_, /*trainable_only=*/true);
+    settle();
+    grads_->order_after_compute();
+    for (std::size_t k = 0; k < map_.units().size(); ++k) {
+      if (!unit_trainable_[k]) continue;
+      const unit_shard& u = map_.units()[k];
+      G* p = params_.data() + u.begin;
+      grads_->all_gather(p + u.per_rank * rank(), p, static_cast<std::size_t>(u.per_rank));
+      if (!overlap) continue;
+      grads_->record_fence(unit_fence0 + static_cast<int>(k));
+      unit_gathering_[k] = true;
+    }
+    if (overlap) gathering_ = true;
+    else grads_->compute_waits();
+  }
+  /// ZeRO-1/2 after finish_step(true): the compute stream waits for every parameter gather still in flight. Cheap when
+  /// none is; const, since readers of the parameters (bert::model::params() const) call it.
+  void settle() const {
+    if (!gathering_) return;
+    grads_->compute_waits();
+    std::fill(unit_gathering_.begin(), unit_gathering_.end(), false);
+    gathering_ = false;
   }
 
   /// The part of the optimizer state this rank keeps (ZeRO): its shard of every unit, packed in unit order, and the
@@ -411,7 +446,7 @@ class data_parallel {
     for (const unit_shard& u : map_.units())
       assign(flat.slice(0, u.shard_begin(rank()), u.shard_begin(rank()) + u.per_rank),
              packed_params_.slice(0, u.local, u.local + u.per_rank));
-    gather_in_place(flat, /*trainable_only=*/false);
+    gather_in_place(flat);
     value_slots_.clear();
   }
 
@@ -540,23 +575,20 @@ class data_parallel {
       size[s] = std::max(size[s], u.end - u.begin);
     }
     slots_.clear();
-    for (index_t e : size) slots_.emplace_back(shape{e});
+    for (index_t e : size) slots_.push_back(comm_tensor(shape{e}));
     for (std::size_t k = 0; k < n; ++k)
       if (slot_of_[k] >= 0) store.place_grads(map_.units()[k].begin, map_.units()[k].end, slots_[slot_of_[k]]);
-    packed_grads_ = tensor<G, Device>(shape{map_.local_size()});
+    packed_grads_ = comm_tensor(shape{map_.local_size()});
     assign(packed_grads_, 0.0);
     pending_slot_.assign(slots_.size(), -1);
     pending_direct_.assign(slots_.size(), false);
     folded_.assign(n, false);
   }
 
-  // All-gathers the units of a flat-layout buffer that holds this rank's shard of each in place (only the trainable
-  // units: the others did not change).
-  void gather_in_place(const tensor<G, Device>& flat, bool trainable_only) {
+  // All-gathers every unit of a flat-layout buffer that holds this rank's shard of each, in place.
+  void gather_in_place(const tensor<G, Device>& flat) {
     grads_->order_after_compute();
-    for (std::size_t k = 0; k < map_.units().size(); ++k) {
-      if (trainable_only && !unit_trainable_[k]) continue;
-      const unit_shard& u = map_.units()[k];
+    for (const unit_shard& u : map_.units()) {
       G* p = flat.data() + u.begin;
       grads_->all_gather(p + u.per_rank * rank(), p, static_cast<std::size_t>(u.per_rank));
     }
@@ -573,7 +605,7 @@ class data_parallel {
       const tensor<G, host> pinned = staging_tensor<G, Device>(shape{map_.local_size()});
       packed_params_ = tensor<G, Device>(pinned.get_storage(), pinned.view());
     } else {
-      packed_params_ = tensor<G, Device>(shape{map_.local_size()});
+      packed_params_ = comm_tensor(shape{map_.local_size()});
     }
     for (const unit_shard& u : map_.units())
       assign(packed_params_.slice(0, u.local, u.local + u.per_rank),
@@ -604,7 +636,7 @@ class data_parallel {
       if (i > 0) next_backward_[order[i]] = static_cast<int>(order[i - 1]);
     }
     value_slots_.clear();
-    for (index_t e : size) value_slots_.emplace_back(shape{e});
+    for (index_t e : size) value_slots_.push_back(comm_tensor(shape{e}));
     for (std::size_t k = 0; k < n; ++k)
       store.place_values(map_.units()[k].begin, map_.units()[k].end, value_slots_[value_slot_of_[k]]);
     store.release_values();
@@ -628,6 +660,12 @@ class data_parallel {
     }
     grads_->record_fence(3 + s);
     value_holder_[s] = static_cast<int>(k);
+  }
+  // ZeRO-1/2: unit k's gather (finish_step(true)) must be done before the compute stream reads its parameters.
+  void use_gathered(std::size_t k) {
+    if (!unit_gathering_[k]) return;
+    grads_->compute_waits_for(unit_fence0 + static_cast<int>(k));
+    unit_gathering_[k] = false;
   }
   // Unit k's parameters must be in place before the compute stream reads them.
   void use_unit(std::size_t k) {
@@ -714,19 +752,39 @@ class data_parallel {
     }
   }
 
-  // Data parallelism on NCCL over 2+ ranks: the gradients move into a symmetric window of the gradient communicator
-  // (nothing changes where it has none to give), and over 3+ ranks whether its 16-bit sums round once is probed (two
-  // ranks' sums are one addition, rounded once anyway).
+  // On NCCL over 2+ ranks the flat gradients (data parallelism, ZeRO-1) move into a symmetric window of the gradient
+  // communicator (nothing changes where it has none to give), and for data parallelism over 3+ ranks whether its
+  // 16-bit sums round once is probed (two ranks' sums are one addition, rounded once anyway; ZeRO reduces in G).
   void use_window(nn::param_store<G, Device>& store) {
     if constexpr (has_windows) {
-      if (size() < 2 || flat_.empty() || flat_.data() == window_.data()) return;
+      if (size() < 2 || stage() >= 2 || flat_.empty() || flat_.data() == window_.data()) return;
       window_ = window_tensor(shape{flat_.numel()});
       sums_once_ = false;
       if (window_.empty()) return;
-      sums_once_ = widen && size() > 2 && sums_rounded_once(window_);
+      sums_once_ = stage() == 0 && widen && size() > 2 && sums_rounded_once(window_);
       store.adopt_grads(window_);
       flat_ = store.flat_grads();
     }
+  }
+  // ZeRO-1/2 all-gather the updated parameters in place after every step: the flat values move into a window too, so
+  // that the gather runs NCCL's symmetric kernels (each rank stores its shard into every peer's buffer at the same
+  // offset) instead of the ring's.
+  void use_values_window(nn::param_store<G, Device>& store) {
+    if constexpr (has_windows) {
+      if (size() < 2 || stage() >= 3 || params_.empty() || params_.data() == values_window_.data()) return;
+      values_window_ = window_tensor(shape{params_.numel()});
+      if (values_window_.empty()) return;
+      store.adopt_values(values_window_);
+      params_ = store.flat();
+    }
+  }
+  // A buffer that ZeRO's collectives read or write (ZeRO-2's gradient buffers and packed shard, ZeRO-3's parameter
+  // buffers and shards): in a symmetric window where the communicator gives one, so that its reduce-scatters and
+  // all-gathers run the symmetric kernels. Both ends in windows: NCCL 2.28.9 summed a reduce-scatter from a window
+  // into ordinary memory in 16 bits over 4 ranks (rounding at each step), and all-gathered faster between windows.
+  tensor<G, Device> comm_tensor(const shape& extents) {
+    tensor<G, Device> t = size() > 1 ? window_tensor(extents) : tensor<G, Device>();
+    return t.empty() ? tensor<G, Device>(extents) : t;
   }
   // A tensor of `extents` in a new symmetric window (empty when the communicator has none).
   tensor<G, Device> window_tensor(const shape& extents) {
@@ -821,8 +879,9 @@ class data_parallel {
   data_parallel_options o_;
   std::uint64_t attached_version_ = ~std::uint64_t{0};
   tensor<G, Device> flat_, params_;
-  tensor<G, Device> window_;  // the gradients' symmetric window (use_window), empty when there is none
-  bool sums_once_ = false;    // 16-bit all-reduces in the window round once (sums_rounded_once)
+  tensor<G, Device> window_;         // the gradients' symmetric window (use_window), empty when there is none
+  tensor<G, Device> values_window_;  // ZeRO-1/2: the parameters' (use_values_window), empty when there is none
+  bool sums_once_ = false;           // 16-bit all-reduces in the window round once (sums_rounded_once)
   shard_map map_;
   std::vector<bool> unit_launched_, unit_trainable_;
   std::vector<std::size_t> backward_units_;  // map_'s units in the order backward finishes them
@@ -840,6 +899,11 @@ class data_parallel {
   std::vector<int> value_slot_of_, next_forward_, next_backward_, value_holder_;
   std::vector<tensor<G, Device>> value_slots_;
   bool in_backward_ = false;
+  // ZeRO-1/2 (finish_step(true)): the units whose parameter gather the compute stream has not waited for yet, and
+  // whether any is. Their fences follow ZeRO-2's gradient buffers' (0-2) and ZeRO-3's parameter buffers' (3-7).
+  static constexpr int unit_fence0 = 8;
+  mutable std::vector<bool> unit_gathering_;
+  mutable bool gathering_ = false;
   index_t layout_size_ = 0;  // elements of the flat layout (ZeRO-3 keeps no flat buffer)
   std::vector<optim::flat_range> outside_norm_;  // tensor parallelism: replicated parameters, counted by rank 0
   std::vector<bucket> buckets_;

@@ -67,6 +67,13 @@ bool has_tensor_group(const P& p) {
   else return p.tensor_size() > 1;
 }
 
+/// Makes the device's compute stream wait for whatever collective of the policy may still be writing the parameters
+/// (data_parallel::settle: ZeRO-1/2's gathers after an overlapped step); nothing for policies that have none.
+template <class P>
+void settle(const P& p) {
+  if constexpr (requires { p.settle(); }) p.settle();
+}
+
 /// The ranks a policy divides each unit's parameters over (ZeRO: the model pads its units to divide evenly); 1 for
 /// policies that shard nothing.
 template <class P>

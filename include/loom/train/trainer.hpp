@@ -390,7 +390,9 @@ class trainer {
         // fp16's scaler skips the steps whose gradients overflow (that is its job): only its loss is watched.
         if constexpr (!Precision::loss_scaling) watch_.observe(optimizer_->grad_norm_view(), step_ + 1);
         optimizer_->step(lr);
-        dp().finish_step();  // ZeRO: every rank gets the parameters the others updated
+        // ZeRO: every rank gets the parameters the others updated (stages 1-2: gathered while the next forward runs,
+        // which waits for each unit's; evaluate() and every params() reader wait for all of them).
+        dp().finish_step(/*overlap=*/true);
         if constexpr (Precision::loss_scaling) scaler_.update();
         ++step_;
         ++logged_steps;
@@ -448,6 +450,7 @@ class trainer {
       }
     }
     if (lead()) bar.finish_line();
+    dp().settle();
     stop_if_diverged();
     // ZeRO-3 + LoRA: the best adapter is merged into whole weights below, which the model holds again after this.
     if (o_.lora_r > 0 && dp().stage() >= 3) dp().unshard(model_.params());
@@ -465,6 +468,7 @@ class trainer {
   /// Predictions and metrics of the current model on `d`. Data parallel: each rank predicts a contiguous slice of
   /// the rows and the predictions and losses are summed over the ranks, so every rank returns the whole report.
   classification_report evaluate(const dataset& d) {
+    dp().settle();
     const std::size_t eb = o_.eval_batch ? o_.eval_batch : 2 * o_.batch;
     std::vector<std::int32_t> predictions(d.size(), 0);
     double loss = 0;

@@ -18,6 +18,7 @@
 #include "../../nn/pooler.hpp"
 #include "../../nn/row_buffers.hpp"
 #include "../../nn/sequence_classifier.hpp"
+#include "../../parallel/policy.hpp"
 #include "../../parallel/zero.hpp"
 #include "../../precision/fp8_recipe.hpp"
 #include "encoder.hpp"
@@ -78,8 +79,16 @@ class model {
 
   const config& cfg() const { return cfg_; }
   bool has_classifier() const { return head_; }
-  nn::param_store<T, Device>& params() { return params_; }
-  const nn::param_store<T, Device>& params() const { return params_; }
+  /// The parameters, settled first: a ZeRO-1/2 gather that an overlapped step left in flight (the next forward
+  /// waits for it unit by unit) is waited for here, for every reader outside the forward pass.
+  nn::param_store<T, Device>& params() {
+    parallel::settle(group_);
+    return params_;
+  }
+  const nn::param_store<T, Device>& params() const {
+    parallel::settle(group_);
+    return params_;
+  }
   parallel_type& parallel() { return group_; }
   const parallel_type& parallel() const { return group_; }
   encoder<Precision, parallel_type, Device>& trunk() { return encoder_; }
@@ -101,6 +110,7 @@ class model {
   void enable_lora(const nn::lora_options& c, std::uint64_t seed = 0) {
     LOOM_CHECK(!lora(), "enable_lora: the model already has LoRA adapters (merge_lora() folds them in first)");
     c.validate();
+    parallel::settle(group_);
     const auto on = lora_target_mask(c.targets);
     base_param_count_ = params_.params().size();
     saved_trainable_.clear();
@@ -124,6 +134,7 @@ class model {
   /// is as trainable as before enable_lora. save_pretrained then writes an ordinary HF checkpoint.
   void merge_lora() {
     LOOM_CHECK(lora().has_value(), "merge_lora: the model has no LoRA adapters");
+    parallel::settle(group_);
     encoder_.merge_adapters();
     params_.truncate(base_param_count_);
     for (std::size_t i = 0; i < saved_trainable_.size(); ++i)
