@@ -15,7 +15,9 @@
 #                --resume of the finished run says so with its figures and trains nothing
 #   kill         a rank killed with SIGKILL: the job ends non-zero within 60 s (dp and zero1-3)
 #   hang         a rank that stops responding (SIGSTOP): the other ends within --comm-timeout + a few seconds, its one
-#                error line naming itself, the collective, the step and the rank that does not respond (dp and zero1-3)
+#                error line naming itself, the collective, the step and the rank that does not respond (dp and zero1-3).
+#                Either case kills a job still running DP_SIGNAL_BOUND s (120) after the signal and fails, keeping
+#                where each rank's threads waited (kernel wait channels; gdb's stacks where gdb is installed)
 #   tp           tensor parallelism: a model trained from scratch (intermediate size 64, 4 heads) for 20 AdamW steps
 #                (dropout on, clipping, accumulation 1 and 2) on 1 process, tp2, tp4, tp2xdp and tp2xzero1 ends with
 #                parameters within 1e-5 (optimizer state too); tp2's checkpoint resumes with dp at 2 ranks and in
@@ -390,7 +392,36 @@ signal_rank1() {
   wait_for_step "$out/metrics.jsonl" 3 $job
   victim=$(pids_of_ranks $job | sed -n 2p)
   t0=$SECONDS
+  local ranks
+  ranks=$(pids_of_ranks $job | tr '\n' ' ')
   kill "-$sig" "$victim"
+  # Bounded (DP_SIGNAL_BOUND s, default 120: every case's own bound is lower): a job that does not end is
+  # killed, and where each rank's threads were waiting is kept in its log and printed, so that a run cut short by
+  # its caller's time limit still says what hung.
+  local bound=${DP_SIGNAL_BOUND:-120}
+  while kill -0 $job 2>/dev/null && [ $((SECONDS - t0)) -lt "$bound" ]; do sleep 0.2; done
+  if kill -0 $job 2>/dev/null; then
+    local p t
+    {
+      if command -v gdb >/dev/null; then
+        for p in $ranks; do
+          echo "== rank process $p, user-space stacks:"
+          timeout 30 gdb -batch -p "$p" -ex "thread apply all bt 10" 2>&1 | grep -E "^(Thread|#)" || true
+        done
+      fi
+      echo "== SIG$sig to rank 1: the job had not ended after $bound s; its ranks' threads (state, kernel wait):"
+      for p in $ranks; do
+        [ -d /proc/$p ] || { echo "rank process $p: gone"; continue; }
+        echo "rank process $p: $(tr '\0' ' ' <"/proc/$p/cmdline" | cut -c1-120)"
+        for t in /proc/$p/task/*; do
+          echo "  thread ${t##*/} $(cut -d' ' -f3 "$t/stat") $(cat "$t/wchan" 2>/dev/null) $(cat "$t/comm")" \
+            "$(head -n 3 "$t/stack" 2>/dev/null | awk '{print $2}' | tr '\n' ' ')"
+        done
+      done
+    } >>"$out.log" 2>&1
+    kill -KILL $job $ranks 2>/dev/null || true
+    fail "$mode: the job did not end within $bound s after SIG$sig to rank 1: $(tail -n 30 "$out.log")"
+  fi
   RC=0
   wait $job || RC=$?
   TOOK=$((SECONDS - t0))
