@@ -388,12 +388,11 @@ signal_rank1() {
   shift 3
   "${MPIRUN[@]}" -np "${SIGNAL_NP:-2}" "$LOOM_BERT" ${SIGNAL_ARGS:-$(common dropout)} "${LONG[@]}" --parallel "$mode" \
     --max-steps 100000 --output "$out" "$@" 2>"$out.log" >/dev/null &
-  local job=$! victim t0
+  local job=$! victim t0 ranks
   wait_for_step "$out/metrics.jsonl" 3 $job
-  victim=$(pids_of_ranks $job | sed -n 2p)
-  t0=$SECONDS
-  local ranks
   ranks=$(pids_of_ranks $job | tr '\n' ' ')
+  victim=$(echo $ranks | cut -d' ' -f2)
+  t0=$SECONDS
   kill "-$sig" "$victim"
   # Bounded (DP_SIGNAL_BOUND s, default 120: every case's own bound is lower): a job that does not end is
   # killed, and where each rank's threads were waiting is kept in its log and printed, so that a run cut short by

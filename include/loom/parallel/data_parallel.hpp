@@ -367,18 +367,7 @@ class data_parallel {
       return;
     }
     settle();
-    grads_->order_after_compute();
-    for (std::size_t k = 0; k < map_.units().size(); ++k) {
-      if (!unit_trainable_[k]) continue;
-      const unit_shard& u = map_.units()[k];
-      G* p = params_.data() + u.begin;
-      grads_->all_gather(p + u.per_rank * rank(), p, static_cast<std::size_t>(u.per_rank));
-      if (!overlap) continue;
-      grads_->record_fence(unit_fence0 + static_cast<int>(k));
-      unit_gathering_[k] = true;
-    }
-    if (overlap) gathering_ = true;
-    else grads_->compute_waits();
+    gather_in_place(params_, /*trainable_only=*/true, overlap);
   }
   /// ZeRO-1/2 after finish_step(true): the compute stream waits for every parameter gather still in flight. Cheap when
   /// none is; const, since readers of the parameters (bert::model::params() const) call it.
@@ -446,7 +435,7 @@ class data_parallel {
     for (const unit_shard& u : map_.units())
       assign(flat.slice(0, u.shard_begin(rank()), u.shard_begin(rank()) + u.per_rank),
              packed_params_.slice(0, u.local, u.local + u.per_rank));
-    gather_in_place(flat);
+    gather_in_place(flat, /*trainable_only=*/false);
     value_slots_.clear();
   }
 
@@ -585,14 +574,22 @@ class data_parallel {
     folded_.assign(n, false);
   }
 
-  // All-gathers every unit of a flat-layout buffer that holds this rank's shard of each, in place.
-  void gather_in_place(const tensor<G, Device>& flat) {
+  // All-gathers the units of a flat-layout buffer that holds this rank's shard of each in place (with trainable_only,
+  // only the trainable units: the others did not change). The compute stream waits for all of them, or with
+  // `overlap` for none: each unit's gather gets a fence that use_gathered (or settle) waits for.
+  void gather_in_place(const tensor<G, Device>& flat, bool trainable_only, bool overlap = false) {
     grads_->order_after_compute();
-    for (const unit_shard& u : map_.units()) {
+    for (std::size_t k = 0; k < map_.units().size(); ++k) {
+      if (trainable_only && !unit_trainable_[k]) continue;
+      const unit_shard& u = map_.units()[k];
       G* p = flat.data() + u.begin;
       grads_->all_gather(p + u.per_rank * rank(), p, static_cast<std::size_t>(u.per_rank));
+      if (!overlap) continue;
+      grads_->record_fence(unit_fence0 + static_cast<int>(k));
+      unit_gathering_[k] = true;
     }
-    grads_->compute_waits();
+    if (overlap) gathering_ = true;
+    else grads_->compute_waits();
   }
 
   // ZeRO-3: this rank keeps its shard of every unit (packed); each unit gets one of a few reused buffers for its
@@ -623,7 +620,7 @@ class data_parallel {
     value_slot_of_.assign(n, -1);
     next_forward_.assign(n, -1);
     next_backward_.assign(n, -1);
-    std::vector<index_t> size(5, 0);
+    std::vector<index_t> size(value_buffers, 0);
     int turn = 0;
     for (std::size_t i = 0; i < order.size(); ++i) {
       const unit_shard& u = map_.units()[order[i]];
@@ -643,7 +640,7 @@ class data_parallel {
     value_holder_.assign(value_slots_.size(), -1);
   }
 
-  // Gathers unit k into its buffer unless it is there already (fence 3 + buffer marks the gather's end).
+  // Gathers unit k into its buffer unless it is there already (fence value_fence0 + buffer marks the gather's end).
   void gather_unit(std::size_t k) {
     const int s = value_slot_of_[k];
     if (value_holder_[s] == static_cast<int>(k)) return;
@@ -658,7 +655,7 @@ class data_parallel {
     } else {
       grads_->all_gather(packed_params_.data() + u.local, dst, static_cast<std::size_t>(u.per_rank));
     }
-    grads_->record_fence(3 + s);
+    grads_->record_fence(value_fence0 + s);
     value_holder_[s] = static_cast<int>(k);
   }
   // ZeRO-1/2: unit k's gather (finish_step(true)) must be done before the compute stream reads its parameters.
@@ -670,7 +667,7 @@ class data_parallel {
   // Unit k's parameters must be in place before the compute stream reads them.
   void use_unit(std::size_t k) {
     gather_unit(k);
-    grads_->compute_waits_for(3 + value_slot_of_[k]);
+    grads_->compute_waits_for(value_fence0 + value_slot_of_[k]);
   }
 
   // Reduce-scatters unit k's gradients in its buffer (in place: this rank's shard lands at rank x per_rank).
@@ -899,9 +896,11 @@ class data_parallel {
   std::vector<int> value_slot_of_, next_forward_, next_backward_, value_holder_;
   std::vector<tensor<G, Device>> value_slots_;
   bool in_backward_ = false;
+  // The communicator's fences: ZeRO-2's gradient buffers' (0-2), ZeRO-3's parameter buffers' (value_fence0 + buffer),
+  // ZeRO-1/2's overlapped gathers' (unit_fence0 + unit).
+  static constexpr int value_buffers = 5, value_fence0 = 3, unit_fence0 = value_fence0 + value_buffers;
   // ZeRO-1/2 (finish_step(true)): the units whose parameter gather the compute stream has not waited for yet, and
-  // whether any is. Their fences follow ZeRO-2's gradient buffers' (0-2) and ZeRO-3's parameter buffers' (3-7).
-  static constexpr int unit_fence0 = 8;
+  // whether any is.
   mutable std::vector<bool> unit_gathering_;
   mutable bool gathering_ = false;
   index_t layout_size_ = 0;  // elements of the flat layout (ZeRO-3 keeps no flat buffer)
