@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -416,6 +417,7 @@ class nccl_communicator {
       if (q == cudaSuccess) return;
       if (q != cudaErrorNotReady) LOOM_CUDA_CHECK(q);
       if (clock::now() >= deadline) {
+        s_->broken = true;
         throw comm_error(prefix() + "NCCL synchronize" + context_text() + " did not complete within " +
                          detail::seconds_text(s_->options.timeout));
       }
@@ -449,6 +451,9 @@ class nccl_communicator {
     std::int32_t* scratch = nullptr;  // barrier()'s one element
     std::vector<std::shared_ptr<window>> windows;  // symmetric_storage's, deregistered before the communicator goes
     int device = 0, rank = 0, size = 1, world_rank = 0;
+    // Set when a collective was not enqueued or did not complete in time (a comm_error was thrown): the peers
+    // cannot be counted on, so the destructor abandons the communicator instead of finalizing it (abandon()).
+    bool broken = false;
     comm_options options;
     std::string context;
 
@@ -505,7 +510,10 @@ class nccl_communicator {
     }
 
     ~state() {
-      if (comm != nullptr && stream != nullptr) {
+      // Destroyed while an exception unwinds (a peer that does not respond on the host side too, e.g. the MPI
+      // all-reduce of the logged loss timing out): the peers may never reach their teardown either.
+      if (std::uncaught_exceptions() > 0) broken = true;
+      if (comm != nullptr && stream != nullptr && !broken) {
         // Let the enqueued collectives finish while the watchdog still guards them.
         const auto deadline = clock::now() + options.timeout;
         while (cudaStreamQuery(stream) == cudaErrorNotReady && clock::now() < deadline) {
@@ -521,6 +529,10 @@ class nccl_communicator {
         watchdog.join();
       }
       detail::device_guard guard(device);
+      if (broken) {
+        abandon();
+        return;
+      }
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
       for (const auto& w : windows) w->deregister();
 #endif
@@ -543,6 +555,29 @@ class nccl_communicator {
       if (collectives_done != nullptr) cudaEventDestroy(collectives_done);
       if (scratch != nullptr) cudaFree(scratch);
       if (stream != nullptr) cudaStreamDestroy(stream);
+    }
+
+    /// A broken communicator's teardown: ncclCommDestroy can wait for a peer that does not respond (seen on 4 H200s:
+    /// ZeRO-3, a peer stopped with SIGSTOP, rank 0 unwinding from the error waited in ncclCommDestroy until
+    /// killed), and window deregistration talks to the peers. So the windows are forgotten
+    /// (their storage only frees its memory), the communicator is aborted in a thread given two seconds, and the
+    /// stream, events and scratch are left to the process's end: freeing them could wait for work that never ends.
+    void abandon() {
+      for (const auto& w : windows) w->comm = nullptr;
+      abort_within(comm, std::chrono::seconds(2));
+    }
+
+    /// ncclCommAbort, waited for at most `bound`: with symmetric windows registered and a peer stopped, it did not
+    /// return on 2 H200s (its teardown waits for the peer).
+    static void abort_within(ncclComm_t c, std::chrono::seconds bound) {
+      if (c == nullptr) return;
+      auto aborted = std::make_shared<std::atomic<bool>>(false);
+      std::thread([c, aborted] {
+        ncclCommAbort(c);
+        aborted->store(true);
+      }).detach();
+      const auto deadline = clock::now() + bound;
+      while (!aborted->load() && clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
 
     /// Records an event after the collective just enqueued and hands it to the watchdog.
@@ -590,19 +625,11 @@ class nccl_communicator {
       }
     }
 
-    /// One line, abort the communicator, end the process (the stream cannot be unblocked from the host).
-    /// The abort gets a bounded time: with symmetric windows registered and a peer stopped (SIGSTOP),
-    /// ncclCommAbort did not return on 2 H200s (its teardown waits for the peer), and the process must end anyway.
+    /// One line, abort the communicator (bounded), end the process (the stream cannot be unblocked from the host).
     [[noreturn]] void die(const std::string& what, const std::string& reason) {
       std::fprintf(stderr, "loom: rank %d: NCCL %s %s; aborting\n", world_rank, what.c_str(), reason.c_str());
       std::fflush(stderr);
-      auto aborted = std::make_shared<std::atomic<bool>>(false);
-      std::thread([c = comm, aborted] {
-        ncclCommAbort(c);
-        aborted->store(true);
-      }).detach();
-      const auto deadline = clock::now() + std::chrono::seconds(2);
-      while (!aborted->load() && clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      abort_within(comm, std::chrono::seconds(2));
       std::_Exit(1);
     }
   };
@@ -679,6 +706,7 @@ class nccl_communicator {
       }
     }
     if (r != ncclSuccess) {
+      s_->broken = true;
       std::string message = prefix() + "NCCL " + what;
       if (r == ncclInProgress) {
         message += " was not enqueued within " + detail::seconds_text(s_->options.timeout);
