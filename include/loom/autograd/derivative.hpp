@@ -72,11 +72,13 @@ auto backprop_unary(const expr::unary<Op, E>& u, const G& g) {
   else if constexpr (std::is_same_v<Op, op::tanh>) return backprop<I>(x, g * tanh_grad(x));
   else if constexpr (std::is_same_v<Op, op::erf>) return backprop<I>(x, g * erf_grad(x));
   else if constexpr (std::is_same_v<Op, op::gelu>) return backprop<I>(x, g * gelu_grad(x));
+  else if constexpr (std::is_same_v<Op, op::gelu_tanh>) return backprop<I>(x, g * gelu_tanh_grad(x));
   else if constexpr (std::is_same_v<Op, op::sqrt>) return backprop<I>(x, g * 0.5 / sqrt(x));
   else if constexpr (std::is_same_v<Op, op::rsqrt>) return backprop<I>(x, g * -0.5 * rsqrt(x) / x);
   else if constexpr (std::is_same_v<Op, op::abs>) return backprop<I>(x, g * sign(x));
   else if constexpr (std::is_same_v<Op, op::sign> || std::is_same_v<Op, op::gelu_grad> ||
-                     std::is_same_v<Op, op::erf_grad> || std::is_same_v<Op, op::tanh_grad>)
+                     std::is_same_v<Op, op::gelu_tanh_grad> || std::is_same_v<Op, op::erf_grad> ||
+                     std::is_same_v<Op, op::tanh_grad>)
     return zero{};  // piecewise constant, or a derivative itself (second derivatives are not needed)
   else static_assert(!std::is_same_v<Op, Op>, "loom::autograd: no derivative rule for this unary op");
 }
@@ -89,7 +91,8 @@ auto backprop_binary(const expr::binary<Op, L, R>& b, const G& g) {
   const expr::scalar<T> zero_value{{}, 0};
   if constexpr (std::is_same_v<Op, op::plus>) return detail::add(backprop<I>(l, g), backprop<I>(r, g));
   else if constexpr (std::is_same_v<Op, op::minus>) return detail::add(backprop<I>(l, g), backprop<I>(r, -g));
-  else if constexpr (std::is_same_v<Op, op::multiplies>) return detail::add(backprop<I>(l, g * r), backprop<I>(r, g * l));
+  else if constexpr (std::is_same_v<Op, op::multiplies>)
+    return detail::add(backprop<I>(l, g * r), backprop<I>(r, g * l));
   else if constexpr (std::is_same_v<Op, op::divides>)
     return detail::add(backprop<I>(l, g / r), backprop<I>(r, -g * l / (r * r)));
   // max/min: the gradient goes to the selected operand; on an exact tie all of it goes to the left one (torch

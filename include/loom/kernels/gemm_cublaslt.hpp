@@ -60,10 +60,10 @@ struct lt_scales {
 // Everything the algorithm choice depends on. All int64 so the key has no padding and hashes as raw bytes.
 struct lt_key {
   std::int64_t dtype, tf32, epilogue, tx, ty, m, n, k, ldx, ldy, ldd, batch, bsx, bsy, bsd;
-  std::int64_t align_x, align_y, align_d, align_bias;
+  std::int64_t align_x, align_y, align_d, align_bias, align_aux;
   bool operator==(const lt_key& o) const noexcept { return std::memcmp(this, &o, sizeof(lt_key)) == 0; }
 };
-static_assert(sizeof(lt_key) == 19 * sizeof(std::int64_t));
+static_assert(sizeof(lt_key) == 20 * sizeof(std::int64_t));
 
 struct lt_key_hash {
   std::size_t operator()(const lt_key& k) const noexcept {
@@ -169,6 +169,7 @@ inline cublasLtEpilogue_t lt_epilogue(gemm_epilogue e) {
     case gemm_epilogue::bias_gelu: return CUBLASLT_EPILOGUE_BIAS;  // + loom's erf-GELU pass
     case gemm_epilogue::bias_gelu_tanh: return CUBLASLT_EPILOGUE_GELU_BIAS;
     case gemm_epilogue::bias_grad: return CUBLASLT_EPILOGUE_BGRADB;  // Y = op(a)^T is cuBLASLt's B
+    case gemm_epilogue::bias_gelu_tanh_aux: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
@@ -209,6 +210,14 @@ std::unique_ptr<lt_plan> make_lt_plan(cublasLtHandle_t handle, const lt_key& key
     // The heuristic reads the bias pointer's alignment, so set it before asking (it is reset on every call).
     LOOM_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  }
+  if (p.aux) {
+    // GELU's input, laid out as D (likewise reset on every call).
+    const std::int64_t ld = p.d.ld;
+    LOOM_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p.aux, sizeof(p.aux)));
+    LOOM_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)));
   }
 
   const auto layout = [&](cublasLtMatrixLayout_t& l, const blas_operand& o, cudaDataType_t type) {
@@ -300,7 +309,8 @@ bool cublaslt_matmul(const gemm_plan& p, const gemm_options& o, const Bias* bias
                    byte_alignment(p.x.data, p.x.ld * ei, p.x.batch_stride * ei),
                    byte_alignment(p.y.data, p.y.ld * ei, p.y.batch_stride * ei),
                    byte_alignment(p.d.data, p.d.ld * es, p.d.batch_stride * es),
-                   bias ? byte_alignment(bias, 0, 0) : 0};
+                   bias ? byte_alignment(bias, 0, 0) : 0,
+                   p.aux ? byte_alignment(p.aux, p.d.ld * es, 0) : 0};
   lt_context& ctx = lt_context_for(device);
   auto& slot = ctx.plans()[key];
   if constexpr (fp8<In>) {
@@ -324,6 +334,9 @@ bool cublaslt_matmul(const gemm_plan& p, const gemm_options& o, const Bias* bias
   if (bias)
     LOOM_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  if (p.aux)
+    LOOM_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p.aux, sizeof(p.aux)));
   const float alpha = static_cast<float>(o.alpha), beta = static_cast<float>(o.beta);
   const cudaStream_t stream = current_stream();
   void* d = const_cast<void*>(p.d.data);

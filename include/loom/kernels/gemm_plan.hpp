@@ -24,8 +24,14 @@ enum class gemm_epilogue : std::uint8_t {
   /// beta): bias[i] = sum_k op(a)[i, k]. For a weight gradient dW = dy^T x (a = dy, transpose_a) that is the bias
   /// gradient, the column sums of dy, from the same read of dy (cuBLASLt's BGRADB epilogue on CUDA). Rank-2
   /// operands and alpha = 1 only.
-  bias_grad
+  bias_grad,
+  /// The forward of a trained tanh-GELU layer: c = gelu_tanh(x + bias[j]), and GELU's input x + bias[j] written to
+  /// gemm_options::aux for its backward (cuBLASLt's GELU_AUX_BIAS on CUDA).
+  bias_gelu_tanh_aux
 };
+
+/// Whether the epilogue writes gemm_options::aux.
+constexpr bool uses_aux(gemm_epilogue e) { return e == gemm_epilogue::bias_gelu_tanh_aux; }
 
 /// Options of `matmul`, with the semantics of cuBLAS: c = alpha * op(a) * op(b) + beta * c.
 struct gemm_options {
@@ -35,6 +41,9 @@ struct gemm_options {
   double beta = 0.0;  ///< 0: c is write-only (it may hold garbage or NaN on entry)
   gemm_epilogue epilogue = gemm_epilogue::none;
   bool allow_tf32 = false;  ///< fp32 on CUDA: tensor cores with TF32 inputs (10-bit mantissa); ignored elsewhere
+  /// bias_gelu_tanh_aux writes GELU's input here: a buffer of c's type, shape and strides (c row-major). Null for
+  /// the other epilogues.
+  void* aux = nullptr;
 };
 
 namespace detail {
@@ -53,6 +62,7 @@ struct gemm_plan {
   index_t m = 0, n = 0, k = 0, batch = 1;
   blas_operand x, y, d;
   bool c_row_major = true;  // D = c^T
+  void* aux = nullptr;      // gemm_options::aux: laid out as D
 };
 
 // A strided [r, c] matrix V(i, j) = p[i * rs + j * cs] as a column-major BLAS operand, if it is one: either
@@ -108,6 +118,11 @@ gemm_plan make_gemm_plan(const tensor<TA, Device>& a, const tensor<TB, Device>& 
              "matmul: the bias_grad epilogue takes [m, k] x [k, n] matrices (not stacks) and alpha = 1; got " +
                  shapes());
   LOOM_CHECK(c.rank() == rank, "matmul: c must have rank " + std::to_string(rank) + " for " + shapes());
+  LOOM_CHECK(uses_aux(o.epilogue) == (o.aux != nullptr),
+             uses_aux(o.epilogue) ? "matmul: bias_gelu_tanh_aux needs gemm_options::aux (GELU's input, laid out as c)"
+                                  : "matmul: gemm_options::aux was given but the epilogue does not use it");
+  LOOM_CHECK(!uses_aux(o.epilogue) || (rank == 2 && o.alpha == 1.0 && o.beta == 0.0),
+             "matmul: bias_gelu_tanh_aux takes [m, k] x [k, n] matrices, alpha = 1 and beta = 0; got " + shapes());
 
   const int ra = a.rank(), rb = b.rank();
   // op(a) is [m, k]: its row/column extents and strides.
@@ -155,8 +170,9 @@ gemm_plan make_gemm_plan(const tensor<TA, Device>& a, const tensor<TB, Device>& 
     p.y.batch_stride = bsa;
   } else if (as_blas_operand(m, n, scm, scn, p.d) && !p.d.trans) {
     // Column-major c (e.g. a transposed view): D = c [m, n], X = op(a), Y = op(b).
-    LOOM_CHECK(!has_bias, "matmul: a bias epilogue needs c with unit stride along its last dimension; " +
-                              describe("c", ec, c.strides(), false));
+    LOOM_CHECK(!has_bias && !uses_aux(o.epilogue),
+               "matmul: a bias epilogue needs c with unit stride along its last dimension; " +
+                   describe("c", ec, c.strides(), false));
     p.c_row_major = false;
     p.m = m;
     p.n = n;
@@ -171,6 +187,7 @@ gemm_plan make_gemm_plan(const tensor<TA, Device>& a, const tensor<TB, Device>& 
   }
   p.d.data = c.data();
   p.d.batch_stride = bsc;
+  p.aux = o.aux;
 
   // A matrix times a stack whose entries sit one after another (e.g. [batch, s, k] x [k, n] weights): the stack
   // is one tall matrix, so the batch folds into D's columns and one large GEMM runs instead of `batch` small ones.

@@ -1,7 +1,8 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
 // nn::feed_forward: BERT's position-wise feed-forward block, intermediate linear (column-parallel) + GELU + output
-// linear (row-parallel). GELU is a cuBLASLt epilogue where nothing needs its input; otherwise an expression.
+// linear (row-parallel). GELU is a cuBLASLt epilogue of the intermediate GEMM where it can be (16 bits, tanh form;
+// in training the GEMM also keeps GELU's input); otherwise, and for its derivative, an expression pass.
 #pragma once
 
 #include <string>
@@ -24,6 +25,7 @@ class feed_forward {
     tensor_t inter;      ///< [N, I/tp] after GELU
     tensor_t out;        ///< [N, H]
     typename projection::saved inter_lora, out_lora;
+    bool tanh_gelu = false;  ///< which GELU forward ran (backward takes its derivative)
   };
 
   feed_forward() = default;
@@ -60,20 +62,24 @@ class feed_forward {
     return out_.base().weight_trainable(store) || out_.adapted();
   }
 
-  /// x: [N, H] -> a.out. `exact_gelu` false lets 16-bit inference use cuBLASLt's fused tanh-GELU: it differs from
-  /// the erf form by at most ~5e-4, below bf16/fp16 resolution at the values GELU sees, and saves a full pass over
-  /// the [N, I] activations (BERT-base, batch 256: ~1.5 ms of 12.9). fp32 and training always use the erf GELU.
+  /// x: [N, H] -> a.out. `exact_gelu` false makes 16-bit precisions use the tanh GELU: it differs from the erf form
+  /// by at most ~5e-4, below bf16/fp16 resolution at the values GELU sees, and cuBLASLt computes it in the GEMM's
+  /// epilogue. Inference saves a full pass over the [N, I] activations (BERT-base, batch 256: ~1.5 ms of 12.9);
+  /// training saves the forward pass too (the GEMM also writes GELU's input for backward: BERT-base, batch 32,
+  /// 7.83 -> 7.73 ms per step on an H100). fp32 always uses the erf GELU.
   void forward(const tensor_t& x, activations& a, const lora_scratch<T, Device>& ls, const pass& p,
                bool exact_gelu) const {
-    // GELU is kept apart from the GEMM in training (its input is needed for the backward) and when an adapter must
-    // add in before it.
-    if (p.training || inter_.adapted()) {
+    a.tanh_gelu = !exact_gelu && !std::is_same_v<T, float> && !std::is_same_v<T, double>;
+    if (p.training && a.tanh_gelu && saves_gelu_input_in_gemm(a)) {
+      inter_.forward(x, a.inter, gemm_epilogue::bias_gelu_tanh_aux, a.inter_lora, ls, p, a.inter_pre.data());
+    } else if (p.training || inter_.adapted()) {
+      // GELU apart from the GEMM: an adapter adds in before it, or the GEMM cannot keep its input.
       const tensor_t& pre = p.training ? a.inter_pre : a.inter;
       inter_.forward(x, pre, gemm_epilogue::bias, a.inter_lora, ls, p);
-      a.inter = gelu(pre);
+      if (a.tanh_gelu) a.inter = gelu_tanh(pre);
+      else a.inter = gelu(pre);
     } else {
-      const bool tanh_form = !exact_gelu && !std::is_same_v<T, float> && !std::is_same_v<T, double>;
-      const gemm_epilogue epilogue = tanh_form ? gemm_epilogue::bias_gelu_tanh : gemm_epilogue::bias_gelu;
+      const gemm_epilogue epilogue = a.tanh_gelu ? gemm_epilogue::bias_gelu_tanh : gemm_epilogue::bias_gelu;
       if (fp8_chain(x, a, epilogue)) return;
       inter_.forward(x, a.inter, epilogue, a.inter_lora, ls, p);
     }
@@ -84,12 +90,23 @@ class feed_forward {
                 grad_mode param_mode, const lora_scratch<T, Device>& ls, const pass& p,
                 ones_vector<T, Device>& ones) const {
     out_.backward(dy, a.inter, dinter, param_mode, grad_mode::overwrite, a.out_lora, ls, p, ones);
-    // inter = gelu(inter_pre): one fused pass for the derivative (an expression: nothing to fuse it into).
-    dinter = autograd::backprop<0>(gelu(autograd::variable<0>(a.inter_pre)), dinter);
+    // GELU's derivative: one expression pass. cuBLASLt's DGELU_BGRAD epilogue would fold it (and the intermediate
+    // bias's gradient) into the GEMM above, but its kernels made the BERT-base step slower on an H100 (7.83 ->
+    // 8.43 ms at batch 32, 13.08 -> 14.27 at 64) than the pass it saves.
+    if (a.tanh_gelu) dinter = autograd::backprop<0>(gelu_tanh(autograd::variable<0>(a.inter_pre)), dinter);
+    else dinter = autograd::backprop<0>(gelu(autograd::variable<0>(a.inter_pre)), dinter);
     inter_.backward(dinter, x, dx, param_mode, grad_mode::accumulate, a.inter_lora, ls, p, ones);
   }
 
  private:
+  // Whether the intermediate GEMM can write GELU's input beside its output (cuBLASLt's GELU_AUX_BIAS): no adapter
+  // adding in after it, the [N, I] buffers laid out alike, I a multiple of 8 (cuBLASLt's rule for that buffer's
+  // leading dimension).
+  bool saves_gelu_input_in_gemm(const activations& a) const {
+    return !inter_.adapted() && inter_.base().fp8() == nullptr && local_intermediate() % 8 == 0 &&
+           a.inter_pre.extents() == a.inter.extents() && a.inter_pre.strides() == a.inter.strides();
+  }
+
   // fp8 inference: the intermediate GEMM writes GELU's output in fp8 at the output GEMM's input scale, saving the
   // [N, I] 16-bit intermediate and its cast pass (BERT-base, batch 256: ~0.1 ms per layer). False: nothing ran.
   bool fp8_chain(const tensor_t& x, activations& a, gemm_epilogue epilogue) const {

@@ -131,13 +131,17 @@ class linear {
   fp8_linear<T, Device>* fp8() const { return fp8_.get(); }
 
   /// y = epilogue(x W^T + b). x: [N, local_in()], y: [N, local_out()] (a column slice of a wider buffer is fine).
-  void forward(const tensor_t& x, const tensor_t& y, gemm_epilogue epilogue = gemm_epilogue::bias) const {
+  /// `aux`: gemm_options::aux of the epilogue (bias_gelu_tanh_aux: where GELU's input goes).
+  void forward(const tensor_t& x, const tensor_t& y, gemm_epilogue epilogue = gemm_epilogue::bias,
+               void* aux = nullptr) const {
+    LOOM_CHECK(aux == nullptr || (!fp8_ && spec_.split != parallel::split::row),
+               name() + ": an fp8 or row-parallel linear saves no GELU input");
     if (fp8_) {
       fp8_->forward(x, w_, b_, y, epilogue);
       return;
     }
     if (spec_.split != parallel::split::row || !split_across()) {
-      matmul(x, w_, y, {.transpose_b = true, .epilogue = epilogue}, b_);
+      matmul(x, w_, y, {.transpose_b = true, .epilogue = epilogue, .aux = aux}, b_);
       return;
     }
     LOOM_CHECK(epilogue == gemm_epilogue::bias, name() + ": a row-parallel linear applies no activation before "

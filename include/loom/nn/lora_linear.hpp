@@ -94,9 +94,11 @@ class lora_linear {
   }
 
   /// y = epilogue(x W^T + b), then each adapter adds scale dropout(x) A^T B^T into its block's columns of y.
+  /// `aux`: the epilogue's gemm_options::aux (not for an adapted layer: its adapters add in after the epilogue).
   void forward(const tensor_t& x, const tensor_t& y, gemm_epilogue epilogue, saved& u, const lora_scratch<T, Device>& s,
-               const pass& p) const {
-    base_.forward(x, y, epilogue);
+               const pass& p, void* aux = nullptr) const {
+    LOOM_CHECK(aux == nullptr || !adapted(), base_.name() + ": an adapted layer saves no GELU input");
+    base_.forward(x, y, epilogue, aux);
     // A row split holds this rank's input columns of x and A: x A^T is partial, summed over the group.
     const auto reduce_u = group_sum_if(parallel::split::row);
     for (index_t i = 0; i < base_.blocks(); ++i)

@@ -69,6 +69,20 @@ struct gelu_grad {
     return cdf + x * pdf;
   }
 };
+/// GELU, tanh form (GPT-2's, cuBLASLt's GELU epilogue; what 16-bit precisions run): 0.5 x (1 + tanh(u)),
+/// u = sqrt(2/pi) (x + 0.044715 x^3).
+struct gelu_tanh {
+  template <class T> LOOM_HOST_DEVICE T operator()(T x) const {
+    return T(0.5) * x * (T(1) + tanh_(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)));
+  }
+};
+/// d/dx gelu_tanh(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2), t = tanh(u).
+struct gelu_tanh_grad {
+  template <class T> LOOM_HOST_DEVICE T operator()(T x) const {
+    const T c = T(0.79788456080286535588), t = tanh_(c * (x + T(0.044715) * x * x * x));
+    return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * c * (T(1) + T(0.134145) * x * x);
+  }
+};
 /// d/dx erf(x) = 2/sqrt(pi) * exp(-x^2).
 struct erf_grad {
   template <class T> LOOM_HOST_DEVICE T operator()(T x) const { return T(1.12837916709551257390) * exp_(-x * x); }

@@ -13,6 +13,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <type_traits>
 
 #include "../io/detail/json.hpp"
 #include "../io/tokenizer_options.hpp"
@@ -250,9 +251,9 @@ class trainer {
         if (lead()) std::fprintf(stderr, "loom-bert: initialised %s (not in the checkpoint)\n", n.c_str());
     }
     model_.set_recompute(o_.recompute);
-    // Evaluation measures the function being trained (erf GELU), as transformers' Trainer does, not the 16-bit
-    // serving path's tanh form: a dev row near the decision boundary must not flip between the two.
-    model_.set_exact_gelu(true);
+    // Evaluation measures the function being trained, as transformers' Trainer does: the erf GELU in fp32; in 16 bits
+    // the tanh form, which training runs inside the GEMMs (nn::feed_forward) and serving uses too.
+    model_.set_exact_gelu(std::is_same_v<T, float>);
     if (o_.lora_r > 0) {
       nn::lora_options lo;  // PEFT's SEQ_CLS setup: adapters on the targets, base frozen, classifier trained
       lo.r = o_.lora_r;

@@ -44,6 +44,7 @@ TEST_CASE("derivative rules of every elementwise op match central differences", 
   check_rule("tanh", [](auto x, auto y) { return tanh(x * y); }, s, s);
   check_rule("erf", [](auto x, auto y) { return erf(x - y); }, s, s);
   check_rule("gelu", [](auto x, auto y) { return gelu(x + y); }, s, s);
+  check_rule("gelu_tanh", [](auto x, auto y) { return gelu_tanh(x * y); }, s, s);
   check_rule("sqrt", [](auto x, auto y) { return sqrt(x) * y; }, s, s, true);
   check_rule("rsqrt", [](auto x, auto y) { return rsqrt(x) + y; }, s, s, true);
   check_rule("abs", [](auto x, auto y) { return abs(x) * y; }, s, s);

@@ -2,6 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // loom::matmul against an fp64 reference on random inputs. Host build here; tests/gpu/gemm_test.cu includes this
 // file with LOOM_GEMM_TEST_CUDA defined and runs the same checks on the CUDA backend.
+#include <algorithm>
 #include <cmath>
 #include <array>
 #include <cstdio>
@@ -366,6 +367,49 @@ TEMPLATE_LIST_TEST_CASE("matmul bias_grad epilogue: dW = dy^T x and db = column 
         CHECK(err <= tolerance<T>(false));
         CHECK(berr <= tolerance<T>(false));
       }
+}
+
+double gelu_tanh64(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+
+TEMPLATE_LIST_TEST_CASE("matmul bias_gelu_tanh_aux epilogue: GELU (tanh) and its input kept for backward", "[gemm]",
+                        gemm_types) {
+  using T = TestType;
+  // {tokens, inputs, outputs}: the outputs a multiple of 8 (cuBLASLt's rule for the saved input's leading
+  // dimension); odd token counts.
+  const index_t sizes[][3] = {{64, 48, 96}, {37, 96, 192}, {256, 128, 64}, {5, 16, 8}};
+  std::uint32_t seed = 380;
+  for (const auto& sz : sizes) {
+    const index_t rows = sz[0], in = sz[1], out = sz[2];
+    INFO(type_name<T>() << " rows=" << rows << " in=" << in << " out=" << out);
+    std::mt19937 rng(seed++);
+    // y = gelu_tanh(x W^T + b), aux = x W^T + b (as a linear layer's forward).
+    const auto hx = random_tensor<T>({rows, in}, rng), hw = random_tensor<T>({out, in}, rng);
+    const auto hb = random_tensor<T>({out}, rng);
+    const auto x = to_device(hx), w = to_device(hw), b = to_device(hb);
+    tensor<T, device> y({rows, out}), aux({rows, out});
+    loom::matmul(x, w, y, {.transpose_b = true, .epilogue = gemm_epilogue::bias_gelu_tanh_aux, .aux = aux.data()}, b);
+    const auto hy = to_host(y), haux = to_host(aux);
+    double num = 0, den = 0, anum = 0, aden = 0;
+    for (index_t i = 0; i < rows; ++i)
+      for (index_t j = 0; j < out; ++j) {
+        double pre = value(hb.reshape({1, out}), 0, 0, j);
+        for (index_t p = 0; p < in; ++p) pre += value(hx, 0, i, p) * value(hw, 0, j, p);
+        const double g = gelu_tanh64(pre);
+        num += (value(hy, 0, i, j) - g) * (value(hy, 0, i, j) - g);
+        den += g * g;
+        anum += (value(haux, 0, i, j) - pre) * (value(haux, 0, i, j) - pre);
+        aden += pre * pre;
+      }
+    INFO("forward: GELU relative error " << std::sqrt(num / den) << ", saved input " << std::sqrt(anum / aden));
+    CHECK(std::sqrt(num / den) <= tolerance<T>(false));
+    CHECK(std::sqrt(anum / aden) <= tolerance<T>(false));
+  }
+  // The aux buffer is required by this epilogue and refused by the others.
+  tensor<T, device> a({8, 8}), c({8, 8}), bias({8});
+  CHECK_THROWS_WITH(loom::matmul(a, a, c, {.epilogue = gemm_epilogue::bias_gelu_tanh_aux}, bias),
+                    LOOM_CONTAINS("needs gemm_options::aux"));
+  CHECK_THROWS_WITH(loom::matmul(a, a, c, {.epilogue = gemm_epilogue::bias, .aux = c.data()}, bias),
+                    LOOM_CONTAINS("does not use it"));
 }
 
 TEMPLATE_LIST_TEST_CASE("matmul on batches, with a shared (broadcast) operand", "[gemm]", gemm_types) {

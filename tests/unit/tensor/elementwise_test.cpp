@@ -41,6 +41,10 @@ void check_binary(const char* name, Make make, Ref ref) {
 }
 
 double gelu_ref(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+double gelu_tanh_ref(double x) {
+  const double pi = 3.14159265358979323846;
+  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / pi) * (x + 0.044715 * x * x * x)));
+}
 
 }  // namespace
 
@@ -51,6 +55,7 @@ TEMPLATE_TEST_CASE("unary functions match fp64", "[tensor][elementwise]", float,
   check_unary<T>("tanh", [](auto x) { return loom::tanh(x); }, [](double v) { return std::tanh(v); }, false);
   check_unary<T>("erf", [](auto x) { return loom::erf(x); }, [](double v) { return std::erf(v); }, false);
   check_unary<T>("gelu", [](auto x) { return loom::gelu(x); }, gelu_ref, false);
+  check_unary<T>("gelu_tanh", [](auto x) { return loom::gelu_tanh(x); }, gelu_tanh_ref, false);
   check_unary<T>("sqrt", [](auto x) { return loom::sqrt(x); }, [](double v) { return std::sqrt(v); }, true);
   check_unary<T>("rsqrt", [](auto x) { return loom::rsqrt(x); }, [](double v) { return 1.0 / std::sqrt(v); }, true);
   check_unary<T>("abs", [](auto x) { return loom::abs(x); }, [](double v) { return std::abs(v); }, false);
