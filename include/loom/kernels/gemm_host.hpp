@@ -40,33 +40,26 @@ inline float gelu_tanh(float x) {
   return 0.5f * x * (1.0f + std::tanh(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
 }
 
-// D(i, j) = epilogue(D(i, j) + bias[i]) on a column-major buffer (bias runs along D's rows).
+// D(i, j) = epilogue(D(i, j) + bias[i]) on a column-major buffer (bias runs along D's rows). bias_gelu_tanh_aux also
+// stores GELU's input in aux (laid out with ld_aux, rounded to B) and GELU of the unrounded value in D, as cuBLASLt
+// does.
 template <class C, class B>
-void host_apply_epilogue(C* d, index_t m, index_t n, index_t ld, gemm_epilogue e, const B* bias) {
-  if (e == gemm_epilogue::none || e == gemm_epilogue::bias_grad || uses_aux(e)) return;
+void host_apply_epilogue(C* d, index_t m, index_t n, index_t ld, gemm_epilogue e, const B* bias, B* aux,
+                         index_t ld_aux) {
+  if (e == gemm_epilogue::none || e == gemm_epilogue::bias_grad) return;
   for (index_t j = 0; j < n; ++j) {
     C* col = d + j * ld;
     for (index_t i = 0; i < m; ++i) {
       C v = col[i] + static_cast<C>(static_cast<compute_t<B>>(bias[i]));
       if (e == gemm_epilogue::bias_gelu) v = gelu_erf(v);
       else if (e == gemm_epilogue::bias_gelu_tanh) v = gelu_tanh(v);
+      else if (e == gemm_epilogue::bias_gelu_tanh_aux) {
+        aux[i + j * ld_aux] = convert<B>(static_cast<compute_t<B>>(v));
+        v = gelu_tanh(v);
+      }
       col[i] = v;
     }
   }
-}
-
-// bias_gelu_tanh_aux on a column-major D in C (the accumulator), aux of the tensors' type T laid out with ld_aux:
-// GELU's input goes to aux (rounded to T) and GELU of the unrounded value to D, as cuBLASLt does.
-template <class C, class T>
-void host_aux_epilogue(C* d, index_t m, index_t n, index_t ld, gemm_epilogue e, const T* bias, T* aux,
-                       index_t ld_aux) {
-  if (e != gemm_epilogue::bias_gelu_tanh_aux) return;
-  for (index_t j = 0; j < n; ++j)
-    for (index_t i = 0; i < m; ++i) {
-      const C v = d[i + j * ld] + static_cast<C>(static_cast<compute_t<T>>(bias[i]));
-      aux[i + j * ld_aux] = convert<T>(static_cast<compute_t<T>>(v));
-      d[i + j * ld] = gelu_tanh(v);
-    }
 }
 
 // Element (i, j) of op(stored matrix).
@@ -161,8 +154,7 @@ void host_matmul(const gemm_plan& p, const gemm_options& o, const T* bias) {
 #else
       host_gemm_loop<acc_t>(x, p.x, y, p.y, d, p.d.ld, p.m, p.n, p.k, alpha, beta, tmp);
 #endif
-      host_apply_epilogue(d, p.m, p.n, p.d.ld, o.epilogue, bias);
-      host_aux_epilogue(d, p.m, p.n, p.d.ld, o.epilogue, bias, static_cast<T*>(p.aux), p.d.ld);
+      host_apply_epilogue(d, p.m, p.n, p.d.ld, o.epilogue, bias, static_cast<T*>(p.aux), p.d.ld);
     } else {
       // bf16/f16: widen to float, one sgemm (fp32 accumulation as on the GPU), epilogue in float, round once.
       const blas_operand wx = widen(x, p.x, xbuf), wy = widen(y, p.y, ybuf);
@@ -178,8 +170,7 @@ void host_matmul(const gemm_plan& p, const gemm_options& o, const T* bias) {
 #else
       host_gemm_loop<float>(xbuf.data(), wx, ybuf.data(), wy, dbuf.data(), p.m, p.m, p.n, p.k, alpha, beta, tmp);
 #endif
-      host_apply_epilogue(dbuf.data(), p.m, p.n, p.m, o.epilogue, bias);
-      host_aux_epilogue(dbuf.data(), p.m, p.n, p.m, o.epilogue, bias, static_cast<T*>(p.aux), p.d.ld);
+      host_apply_epilogue(dbuf.data(), p.m, p.n, p.m, o.epilogue, bias, static_cast<T*>(p.aux), p.d.ld);
       for (index_t j = 0; j < p.n; ++j)
         for (index_t i = 0; i < p.m; ++i) d[i + j * p.d.ld] = T(dbuf[i + j * p.m]);
     }
