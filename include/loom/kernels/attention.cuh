@@ -170,10 +170,14 @@ LOOM_DEVICE LOOM_FORCEINLINE void load_rows_async(T* tile, const T* g, index_t s
 
 // Writes a warp's 16 x D fp32 accumulator times `mul` to rows [row0, row0 + 16) (those < limit) of global memory,
 // through the warp's shared scratch [16][D + 4] so that each store is 16 bytes; `accumulate` adds what is there.
+// `colsum` (D floats, or null): receives the sums of the D columns over the rows written, as stored.
 template <class T, int D>
 LOOM_DEVICE LOOM_FORCEINLINE void store_rows(const float (&acc)[D / 8][4], float mul, float* scratch, T* g,
-                                             index_t stride, int row0, int limit, bool accumulate, int lane) {
+                                             index_t stride, int row0, int limit, bool accumulate, int lane,
+                                             float* colsum = nullptr) {
   constexpr int LDS = D + 4, chunks = D / 8;
+  static_assert(32 % chunks == 0, "a lane's columns are the same in every row it stores");
+  float sums[8] = {};
   const int gr = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int nt = 0; nt < D / 8; ++nt) {
@@ -198,8 +202,21 @@ LOOM_DEVICE LOOM_FORCEINLINE void store_rows(const float (&acc)[D / 8][4], float
       for (int e = 0; e < 8; ++e) v[e] += to_f32(old.e[e]);
     }
 #pragma unroll
-    for (int e = 0; e < 8; ++e) out.e[e] = convert<T>(v[e]);
+    for (int e = 0; e < 8; ++e) {
+      out.e[e] = convert<T>(v[e]);
+      sums[e] += to_f32(out.e[e]);
+    }
     *dst = out;
+  }
+  if (colsum) {
+    // Lanes l, l + chunks, ... hold the same 8 columns: a butterfly over them, in a fixed order.
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+#pragma unroll
+      for (int o = chunks; o < 32; o <<= 1) sums[e] += __shfl_xor_sync(0xffffffffu, sums[e], o);
+    if (lane < chunks)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) colsum[lane * 8 + e] = sums[e];
   }
   __syncwarp();
 }
@@ -838,11 +855,13 @@ void backward(const attention_problem& p, cudaStream_t stream) {
   if (use_tensor_cores<T>(p, true)) {
     const dim3 grid((p.seq + tile_rows - 1) / tile_rows, p.heads, p.batch);
     if constexpr (!std::is_same_v<T, float>) {
+      bool summed = false;
       dispatch_mma(p, [&]<int D, bool Drop>() {
-        if (launch_backward_short<T, D, Drop>(p, stream)) return;
+        if ((summed = launch_backward_short<T, D, Drop>(p, stream))) return;
         launch(attention_backward_dq_kernel<T, D, Drop>, grid, p, stream);
         launch(attention_backward_dkdv_kernel<T, D, Drop>, grid, p, stream);
       });
+      if (summed) return;  // the one-kernel backward summed the bias gradient too
     }
   } else {
     const dim3 grid((p.seq + warps - 1) / warps, p.heads, p.batch);
@@ -851,6 +870,9 @@ void backward(const attention_problem& p, cudaStream_t stream) {
       launch(attention_backward_dkdv_simt_kernel<T, V, Drop>, grid, p, stream);
     });
   }
+  if (p.dbias)
+    cuda_bias_grad<T, T>(dy_map::none, dqkv_rows<T>(p), {}, static_cast<T*>(p.dbias), p.bias_accumulate,
+                         p.bias_workspace);
 }
 
 }  // namespace loom::detail::attn

@@ -19,6 +19,7 @@
 #include "../core/dtype.hpp"           // defines: dtype_of, name (the element type in errors)
 #include "../tensor/random.hpp"        // defines: uniform01 (Philox4x32-10)
 #include "../tensor/tensor.hpp"
+#include "bias_grad.hpp"  // defines: detail::host_bias_grad, detail::cuda_bias_grad_workspace_bytes
 #include "token_layout.hpp"
 
 #if LOOM_HAS_CUDA_RUNTIME
@@ -62,6 +63,11 @@ struct attention_problem {
   attention_dropout dropout{};
   bool accumulate = false;       // backward: dqkv += gradient instead of dqkv = gradient
   index_t tokens = 0;            // rows of qkv (the host reference checks the offsets against it)
+  // backward: the QKV projection's bias gradient [3, heads, D] (=|+=) the column sums of dqkv as stored, or null;
+  // bias_workspace: attention_bias_workspace_bytes, zero-filled (a bias_grad_workspace)
+  void* dbias = nullptr;
+  bool bias_accumulate = false;
+  std::uint8_t* bias_workspace = nullptr;
 };
 
 /// The Philox counter of probability (b, h, q, k): one per 2 x 2 block {q, q^1} x {k, k^1} of the [B, heads, S, S]
@@ -225,6 +231,24 @@ attention_problem make_attention_problem(const tensor<T, Device>& qkv, const tok
   return p;
 }
 
+// Workspace of attention_backward's bias gradient on CUDA: the fused kernel's (a counter per head, then
+// [batch][3 heads D] partials) or, where the sequences are too long for it, bias_grad's over dqkv.
+inline std::size_t cuda_attention_bias_workspace_bytes(index_t tokens, index_t batch, index_t heads,
+                                                       index_t head_dim) {
+  const index_t n = 3 * heads * head_dim;
+  return std::max(column_sum_counter_bytes(heads) + static_cast<std::size_t>(batch * n) * sizeof(float),
+                  cuda_bias_grad_workspace_bytes(tokens, n));
+}
+
+// dqkv as rows of [3 heads D]: what the QKV bias's gradient sums (bias_grad's input where no kernel sums it).
+template <class T>
+row_view<T> dqkv_rows(const attention_problem& p) {
+  row_view<T> v;
+  v.data = static_cast<T*>(p.dqkv), v.rows = p.tokens, v.n = 3 * static_cast<index_t>(p.heads) * p.head_dim;
+  v.lead = 1, v.ext[0] = p.tokens, v.str[0] = v.n;
+  return v;
+}
+
 // ---- host reference: plain loops, fp64 accumulation -----------------------------------------------------------
 
 template <class T>
@@ -367,6 +391,8 @@ template <class T, class Device>
 void run_attention(const attention_problem& p, bool backward) {
   if constexpr (std::is_same_v<Device, host>) {
     backward ? host_attention_backward<T>(p) : host_attention_forward<T>(p);
+    if (backward && p.dbias)
+      host_bias_grad<T, T>(dy_map::none, dqkv_rows<T>(p), {}, static_cast<T*>(p.dbias), p.bias_accumulate);
   } else {
     static_assert(!std::is_same_v<T, double>, "attention on CUDA supports float, bf16 and f16 (double: host only)");
 #if LOOM_CUDA_COMPILER
@@ -396,7 +422,8 @@ void run_attention_forward(attention_problem p, const tensor<T, Device>& qkv, co
 template <class T, class Device>
 void run_attention_backward(attention_problem p, const tensor<T, Device>& qkv, const tensor<T, Device>& ctx,
                             const tensor<T, Device>& dctx, const tensor<float, Device>& lse,
-                            const tensor<T, Device>& dqkv, autograd::grad_mode mode) {
+                            const tensor<T, Device>& dqkv, autograd::grad_mode mode, const tensor<T, Device>& dbias,
+                            autograd::grad_mode bias_mode, const tensor<std::uint8_t, Device>& workspace) {
   LOOM_CHECK(lse.numel() != 0, "attention_backward: lse (saved by attention_forward) is required");
   LOOM_CHECK(dctx.extents() == ctx.extents() && dctx.is_contiguous(),
              "attention_backward: dctx must be contiguous with ctx's shape " + ctx.extents().str() + ", got " +
@@ -413,6 +440,24 @@ void run_attention_backward(attention_problem p, const tensor<T, Device>& qkv, c
   p.lse = lse.data();
   p.dqkv = dqkv.data();
   p.accumulate = mode == autograd::grad_mode::accumulate;
+  if (dbias.numel() != 0) {
+    const index_t n = 3 * static_cast<index_t>(p.heads) * p.head_dim;
+    LOOM_CHECK(dbias.numel() == n && dbias.is_contiguous(),
+               "attention_backward: dbias must be a contiguous tensor of 3 x heads x head_dim = " + std::to_string(n) +
+                   " elements, got " + dbias.extents().str());
+    check_no_overlap(dbias, "dbias", dqkv, "dqkv");
+    if constexpr (!std::is_same_v<Device, host>) {
+      const std::size_t need = cuda_attention_bias_workspace_bytes(p.tokens, p.batch, p.heads, p.head_dim);
+      LOOM_CHECK(workspace.numel() != 0 && static_cast<std::size_t>(workspace.numel()) >= need &&
+                     workspace.is_contiguous(),
+                 "attention_backward: the bias gradient needs a contiguous workspace of " + std::to_string(need) +
+                     " bytes from a bias_grad_workspace (attention_bias_workspace_bytes), got " +
+                     (workspace.numel() ? workspace.extents().str() : "none"));
+      p.bias_workspace = workspace.data();
+    }
+    p.dbias = dbias.data();
+    p.bias_accumulate = bias_mode == autograd::grad_mode::accumulate;
+  }
   run_attention<T, Device>(p, true);
 }
 
@@ -460,6 +505,14 @@ void attention_forward(const tensor<T, Device>& qkv, const token_layout<Device>&
 }
 
 
+/// Bytes of zero-filled scratch (a bias_grad_workspace) attention_backward needs on device D to sum the QKV bias's
+/// gradient over `tokens` rows of `batch` sequences (0 on the host).
+template <device_tag Device>
+std::size_t attention_bias_workspace_bytes(index_t tokens, index_t batch, index_t heads, index_t head_dim) {
+  if constexpr (std::is_same_v<Device, host>) return 0;
+  else return detail::cuda_attention_bias_workspace_bytes(tokens, batch, heads, head_dim);
+}
+
 /// Gradient of attention_forward w.r.t. the packed qkv buffer, flash-attention-2 style: the probabilities are
 /// recomputed from `lse` (never stored), dS = P o (dP - D) with D = rowsum(dctx o ctx).
 ///
@@ -469,6 +522,10 @@ void attention_forward(const tensor<T, Device>& qkv, const token_layout<Device>&
 /// \param dqkv    [B, S, 3, heads, D] contiguous: receives dq, dk, dv in the qkv layout. Keys at positions
 ///                >= lengths[b] get zero gradient; every element is written (or added to, with accumulate).
 /// \param mode    grad_mode::overwrite (dqkv = grad) or grad_mode::accumulate (dqkv += grad).
+/// \param dbias   optional [3 * heads * D] contiguous: the QKV projection's bias gradient, the column sums of dqkv as
+///                stored, (+)= per `bias_mode` (fp32 sums in a fixed order; on CUDA the one-kernel backward of
+///                sequences up to 128 tokens sums them as it stores dqkv). On CUDA it needs `workspace`:
+///                attention_bias_workspace_bytes<cuda>(tokens, batch, heads, D) bytes from a bias_grad_workspace.
 ///
 /// ```cpp
 /// loom::attention_forward(qkv, lengths, ctx, lse, drop);
@@ -478,9 +535,11 @@ template <floating T, device_tag Device>
 void attention_backward(const tensor<T, Device>& qkv, const tensor<std::int32_t, Device>& lengths,
                         const tensor<T, Device>& ctx, const tensor<T, Device>& dctx,
                         const tensor<float, Device>& lse, const tensor<T, Device>& dqkv, autograd::grad_mode mode,
-                        const attention_dropout& dropout = {}) {
+                        const attention_dropout& dropout = {}, const tensor<T, Device>& dbias = {},
+                        autograd::grad_mode bias_mode = autograd::grad_mode::overwrite,
+                        const tensor<std::uint8_t, Device>& workspace = {}) {
   detail::run_attention_backward(detail::make_attention_problem(qkv, lengths, ctx, lse, dropout), qkv, ctx, dctx, lse,
-                                 dqkv, mode);
+                                 dqkv, mode, dbias, bias_mode, workspace);
 }
 
 /// attention_backward over a token_layout (see attention_forward): dqkv [N, 3, heads, D]. Padding-free, every row
@@ -488,9 +547,12 @@ void attention_backward(const tensor<T, Device>& qkv, const tensor<std::int32_t,
 template <floating T, device_tag Device>
 void attention_backward(const tensor<T, Device>& qkv, const token_layout<Device>& layout, const tensor<T, Device>& ctx,
                         const tensor<T, Device>& dctx, const tensor<float, Device>& lse, const tensor<T, Device>& dqkv,
-                        autograd::grad_mode mode, const attention_dropout& dropout = {}) {
+                        autograd::grad_mode mode, const attention_dropout& dropout = {},
+                        const tensor<T, Device>& dbias = {},
+                        autograd::grad_mode bias_mode = autograd::grad_mode::overwrite,
+                        const tensor<std::uint8_t, Device>& workspace = {}) {
   detail::run_attention_backward(detail::make_attention_problem(qkv, layout, ctx, lse, dropout), qkv, ctx, dctx, lse,
-                                 dqkv, mode);
+                                 dqkv, mode, dbias, bias_mode, workspace);
 }
 
 

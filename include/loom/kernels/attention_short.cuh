@@ -26,6 +26,31 @@ constexpr std::size_t short_backward_smem_bytes(std::size_t element) {
   return element * (4 * short_rows * (D + 8) + 2 * short_rows * (short_rows + 8));
 }
 
+// The bias gradient's share of block (h, b): its warps' column sums of dq, dk, dv (`stored`; else the sequence had no
+// rows: zeros) into partial row b, columns [part, h, 0..D) of the [3, heads, D] bias; the last block of head h to
+// finish sums the batch's rows in order into dbias. (Measured on an H100 at BERT-base batch 32: 8 us per call with
+// the reduction here, 9 us with the partials reduced by a kernel of their own.)
+template <class T, int D>
+LOOM_DEVICE LOOM_FORCEINLINE void short_bias_sums(const attention_problem& p, const float (&colsum)[short_warps][3][D],
+                                                  int h, int b, bool stored) {
+  const index_t n = 3 * static_cast<index_t>(p.heads) * D;
+  const int t = static_cast<int>(threadIdx.x), part = t / D, d = t % D;
+  const bool owns = t < 3 * D;
+  const index_t col = static_cast<index_t>(part) * p.heads * D + static_cast<index_t>(h) * D + d;
+  auto* counters = reinterpret_cast<unsigned*>(p.bias_workspace);
+  float* partial = reinterpret_cast<float*>(p.bias_workspace + column_sum_counter_bytes(p.heads));
+  __syncthreads();  // every warp's colsum written
+  if (owns) {
+    float s = 0;
+    if (stored)
+#pragma unroll
+      for (int w = 0; w < short_warps; ++w) s += colsum[w][part][d];
+    partial[static_cast<index_t>(b) * n + col] = s;
+  }
+  finish_column_sums(counters + h, gridDim.y, partial, p.batch, n, col, owns, static_cast<T*>(p.dbias),
+                     p.bias_accumulate);
+}
+
 // Block (head, sequence), 8 warps.
 template <class T, int D, bool Dropout>
 __global__ void __launch_bounds__(32 * short_warps, 1) attention_backward_short_kernel(const attention_problem p) {
@@ -41,7 +66,11 @@ __global__ void __launch_bounds__(32 * short_warps, 1) attention_backward_short_
   const index_t stride = 3 * static_cast<index_t>(H) * D, hidden = static_cast<index_t>(H) * D;
   const index_t head = static_cast<index_t>(h) * D;
   const auto [first, len, rows] = sequence_rows_of(p, b);
-  if (rows <= 0) return;
+  __shared__ float colsum[short_warps][3][D];  // the bias gradient's column sums of dq, dk, dv, per warp
+  if (rows <= 0) {
+    if (p.dbias) short_bias_sums<T, D>(p, colsum, h, b, false);
+    return;
+  }
   const T* gq = static_cast<const T*>(p.qkv) + first * stride + head;
   const T* gdo = static_cast<const T*>(p.dctx) + first * hidden + head;
   const T* go = static_cast<const T*>(p.ctx) + first * hidden + head;
@@ -120,9 +149,13 @@ __global__ void __launch_bounds__(32 * short_warps, 1) attention_backward_short_
   float* scratch = reinterpret_cast<float*>(s_k) + warp * 16 * (D + 4);
   static_assert(2 * R * LD * sizeof(T) >= short_warps * 16 * (D + 4) * sizeof(float));
   T* gdq = static_cast<T*>(p.dqkv) + first * stride + head;
-  store_rows<T, D>(dq, p.scale, scratch, gdq, stride, q0, rows, p.accumulate, lane);
-  store_rows<T, D>(dk, p.scale, scratch, gdq + hidden, stride, k0w, rows, p.accumulate, lane);
-  store_rows<T, D>(dv, 1.0f, scratch, gdq + 2 * hidden, stride, k0w, rows, p.accumulate, lane);
+  const bool sums = p.dbias != nullptr;
+  store_rows<T, D>(dq, p.scale, scratch, gdq, stride, q0, rows, p.accumulate, lane, sums ? colsum[warp][0] : nullptr);
+  store_rows<T, D>(dk, p.scale, scratch, gdq + hidden, stride, k0w, rows, p.accumulate, lane,
+                   sums ? colsum[warp][1] : nullptr);
+  store_rows<T, D>(dv, 1.0f, scratch, gdq + 2 * hidden, stride, k0w, rows, p.accumulate, lane,
+                   sums ? colsum[warp][2] : nullptr);
+  if (sums) short_bias_sums<T, D>(p, colsum, h, b, true);
 }
 
 // Internal: whether short sequences take this kernel (the GPU tests compare it with the two-kernel backward).

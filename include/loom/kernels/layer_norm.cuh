@@ -82,6 +82,9 @@ inline namespace LOOM_KERNEL_NS {
 constexpr int ln_warps_per_block = 4;
 /// Columns per lane of the backward warp kernel, at most (see ln_backward_vectors_per_lane).
 constexpr int ln_backward_max_columns = 48;
+/// Column sums the backward warp kernel keeps in shared memory for `columns` per lane: dgamma, dbeta and, where the
+/// 48 KiB of static shared memory hold a third, the sublayer gradient's (ln_grad::sub_sum).
+constexpr int ln_backward_sums(int columns) { return 3 * ln_warps_per_block * columns * 32 * 4 <= 48 * 1024 ? 3 : 2; }
 
 /// Blocks per SM the backward warp kernel is compiled for, by 16-byte packs per lane: the register caps (96, 128)
 /// that ptxas 13.0 meets without spilling on sm_90 for float, bf16 and f16 (checked with -Xptxas -v; n = 768 bf16
@@ -212,17 +215,22 @@ struct ln_grad {
   const T* gamma;
   const stat_t<T>* mean;
   const stat_t<T>* rstd;
-  float* partial;  // [gridDim.x][2 n]: this block's dgamma then dbeta sums
+  float* partial;  // [gridDim.x][parts n]: this block's dgamma, dbeta (and sublayer gradient) sums
   bool acc_dx;
   // The Drop kernels also write dx as stored, through `mask`, into `dropped`.
   row_view<T> dropped;
   residual_mask<T> mask;
+  // Also sum the sublayer's gradient as stored (`dropped` in the Drop kernels, else dx): the bias gradient of the
+  // layer whose output was b. Then parts = 3, else 2.
+  bool sub_sum = false;
+  LOOM_HOST_DEVICE int parts() const { return sub_sum ? 3 : 2; }
 };
 
 /// Warp per row over a persistent grid (one wave of blocks). Each lane always owns the same columns, so gamma stays
-/// in registers, and its dgamma/dbeta sums live in this warp's slice of shared memory (lane-major: conflict-free;
-/// one writer per address, so the order is fixed). Registers, not bandwidth, limit this kernel: float accumulators
-/// in registers took 144-196 per thread at n = 768 bf16 (3 blocks of 4 warps per SM), in shared memory ~80.
+/// in registers, and its dgamma/dbeta (and sublayer) sums live in this warp's slice of shared memory (lane-major:
+/// conflict-free; one writer per address, so the order is fixed). Registers, not bandwidth, limit this kernel: float
+/// accumulators in registers took 144-196 per thread at n = 768 bf16 (3 blocks of 4 warps per SM), in shared memory
+/// ~80.
 /// x and dy stay raw 16-byte packs, and the next row's packs are loaded before the current row is reduced, so a
 /// warp always has a row in flight. At the end the warps' slices are summed in warp order into `partial`.
 template <class T, int VPT, bool Drop>
@@ -231,12 +239,16 @@ __global__ void __launch_bounds__(32 * ln_warps_per_block, ln_backward_min_block
   using S = stat_t<T>;
   constexpr int V = vec_width<T>;
   constexpr int E = VPT * V;  // columns per lane
-  __shared__ float acc[ln_warps_per_block][2][E][32];
+  constexpr int Sums = ln_backward_sums(E);
+  __shared__ float acc[ln_warps_per_block][Sums][E][32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const index_t n = p.x.n;
   const index_t stride = static_cast<index_t>(gridDim.x) * ln_warps_per_block;
+  const bool sub = Sums == 3 && p.sub_sum;
 #pragma unroll
-  for (int e = 0; e < E; ++e) acc[warp][0][e][lane] = acc[warp][1][e][lane] = 0;
+  for (int e = 0; e < E; ++e)
+#pragma unroll
+    for (int s = 0; s < Sums; ++s) acc[warp][s][e][lane] = 0;
   pack<T> gam[VPT] = {}, xa[VPT] = {}, da[VPT] = {}, xb[VPT] = {}, dbk[VPT] = {};  // masked lanes keep zeros
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
@@ -302,11 +314,17 @@ __global__ void __launch_bounds__(32 * ln_warps_per_block, ln_backward_min_block
           out[k] = rstd * (g - c1 - xh * c2) + (p.acc_dx ? old[k] : S(0));
         }
         store_vec(dxr + c, out);
-        if constexpr (Drop) {
 #pragma unroll
-          for (int k = 0; k < V; ++k) out[k] = round_to<T>(out[k]);
+        for (int k = 0; k < V; ++k) out[k] = round_to<T>(out[k]);
+        if constexpr (Drop) {
           p.mask.apply_run(out, static_cast<std::uint64_t>(r * n + c));
           store_vec(p.dropped.row1(r) + c, out);
+        }
+        if constexpr (Sums == 3) {
+          if (sub) {
+#pragma unroll
+            for (int k = 0; k < V; ++k) acc[warp][2][j * V + k][lane] += static_cast<float>(out[k]);
+          }
         }
       }
     }
@@ -315,17 +333,19 @@ __global__ void __launch_bounds__(32 * ln_warps_per_block, ln_backward_min_block
   }
   __syncthreads();
   // Column i lives at [j * V + k][lane] with i = (j * 32 + lane) * V + k.
-  float* out = p.partial + static_cast<index_t>(blockIdx.x) * 2 * n;
+  float* out = p.partial + static_cast<index_t>(blockIdx.x) * p.parts() * n;
   for (index_t i = threadIdx.x; i < n; i += blockDim.x) {
     const int j = static_cast<int>(i / (32 * V)), l = static_cast<int>((i / V) % 32), k = static_cast<int>(i % V);
-    float a = 0, b = 0;
+    float a = 0, b = 0, d = 0;
 #pragma unroll
     for (int w = 0; w < ln_warps_per_block; ++w) {
       a += acc[w][0][j * V + k][l];
       b += acc[w][1][j * V + k][l];
+      if constexpr (Sums == 3) d += acc[w][2][j * V + k][l];
     }
     out[i] = a;
     out[n + i] = b;
+    if (sub) out[2 * n + i] = d;
   }
 }
 
@@ -336,9 +356,12 @@ __global__ void __launch_bounds__(256) ln_backward_block_kernel(ln_grad<T> p, in
   using S = stat_t<T>;
   __shared__ S scratch[32];
   const index_t n = p.x.n;
-  float* part = p.partial + static_cast<index_t>(blockIdx.x) * 2 * n;
+  float* part = p.partial + static_cast<index_t>(blockIdx.x) * p.parts() * n;
   // Zeroed by the thread that owns the entry below (same c): no barrier needed between the two.
-  for (index_t c = threadIdx.x; c < n; c += blockDim.x) part[c] = part[n + c] = 0;
+  for (index_t c = threadIdx.x; c < n; c += blockDim.x) {
+    part[c] = part[n + c] = 0;
+    if (p.sub_sum) part[2 * n + c] = 0;
+  }
   for (index_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = p.x.row(r);
     const T* dyr = p.dy.row(r);
@@ -361,8 +384,12 @@ __global__ void __launch_bounds__(256) ln_backward_block_kernel(ln_grad<T> p, in
       S v = rstd * (g - c1 - xh * c2);
       if (p.acc_dx) v += widen(dxr[c]);
       dxr[c] = narrow<T>(v);
-      if constexpr (Drop)
-        p.dropped.row(r)[c] = narrow<T>(p.mask.apply(round_to<T>(v), static_cast<std::uint64_t>(r * n + c)));
+      S stored = round_to<T>(v);
+      if constexpr (Drop) {
+        stored = p.mask.apply(stored, static_cast<std::uint64_t>(r * n + c));
+        p.dropped.row(r)[c] = narrow<T>(stored);
+      }
+      if (p.sub_sum) part[2 * n + c] += static_cast<float>(stored);
     }
   }
 }
@@ -436,7 +463,8 @@ inline index_t ln_backward_block_cap(index_t rows) {
 
 /// Persistent grid size of the backward kernel that will run for (rows, n).
 /// Vectors per lane of the backward warp path, or 0 when it does not apply: the dgamma/dbeta slices of 4 warps
-/// hold 2 * 4 * 32 * (columns per lane) floats of shared memory, at most 48 KiB (bf16/f16 rows up to 1536).
+/// hold 2 * 4 * 32 * (columns per lane) floats of shared memory, at most 48 KiB (bf16/f16 rows up to 1536; with the
+/// sublayer's sum, 3 slices: up to 1024, wider rows then take the block kernel).
 template <class T>
 index_t ln_backward_vectors_per_lane(index_t n, bool vector_ok) {
   const index_t per_lane = vector_ok ? ceil_div(n / vec_width<T>, 32) : 0;
@@ -460,23 +488,26 @@ index_t ln_backward_blocks(index_t rows, index_t n, bool vector_ok, bool* warp_p
   return std::clamp<index_t>(blocks, 1, ln_backward_block_cap(rows));
 }
 
-/// Upper bound over element types and layouts: the workspace holds one fp32 [2 n] partial row per block.
+/// Upper bound over element types and layouts: the workspace holds one fp32 [3 n] partial row per block (dgamma,
+/// dbeta and the sublayer's bias).
 inline std::size_t cuda_layer_norm_backward_workspace_bytes(index_t rows, index_t n) {
-  return static_cast<std::size_t>(ln_backward_block_cap(rows)) * 2 * static_cast<std::size_t>(n) * sizeof(float);
+  return static_cast<std::size_t>(ln_backward_block_cap(rows)) * 3 * static_cast<std::size_t>(n) * sizeof(float);
 }
 
 template <class T, class G>
 void cuda_layer_norm_backward(const row_view<T>& dy, const row_view<T>& x, const T* gamma, const stat_t<T>* mean,
                               const stat_t<T>* rstd, const row_view<T>& dx, G* dgamma, G* dbeta, bool acc_params,
                               bool acc_dx, std::uint8_t* workspace, const row_view<T>& dropped = {},
-                              const residual_dropout& drop = {}) {
+                              const residual_dropout& drop = {}, G* dsub = nullptr) {
   cudaStream_t stream = current_stream();
   const index_t rows = x.rows, n = x.n;
-  row_view<G> g0, g1;  // dgamma, dbeta as one-row views (rows and n set even when absent: they route columns)
+  // dgamma, dbeta, dsub as one-row views (rows and n set even when absent: they route columns)
+  row_view<G> g0, g1, g2;
   g0.data = dgamma, g0.rows = 1, g0.n = n;
   g1.data = dbeta, g1.rows = 1, g1.n = n;
+  g2.data = dsub, g2.rows = dsub ? 1 : 0, g2.n = n;
   if (rows == 0) {
-    if (!acc_params) launch_zero_rows(g0, stream), launch_zero_rows(g1, stream);
+    if (!acc_params) launch_zero_rows(g0, stream), launch_zero_rows(g1, stream), launch_zero_rows(g2, stream);
     return;
   }
   const bool with_drop = dropped.data && dx.data && drop.p > 0;
@@ -488,10 +519,19 @@ void cuda_layer_norm_backward(const row_view<T>& dy, const row_view<T>& x, const
     p.dropped = dropped;
     p.mask = residual_mask<T>(drop);
   }
+  p.sub_sum = dsub != nullptr;
   index_t blocks = 0;
   const auto launch = [&]<bool Drop>() {
     bool warp = false;
     blocks = ln_backward_blocks<T, Drop>(rows, n, vector_ok, &warp);
+    // The warp kernel keeps a third column sum only where its shared memory holds one.
+    if (warp && p.sub_sum && ln_backward_sums(static_cast<int>(ln_backward_vectors_per_lane<T>(n, vector_ok)) *
+                                              vec_width<T>) < 3) {
+      warp = false;
+      blocks = std::clamp<index_t>(std::min(rows, resident_blocks(ln_backward_block_kernel<T, Drop>,
+                                                                  row_block_threads(n))),
+                                   1, ln_backward_block_cap(rows));
+    }
     if (warp) {
       with_vectors_per_lane(ln_backward_vectors_per_lane<T>(n, vector_ok), [&]<int VPT>() {
         if constexpr (VPT * vec_width<T> <= ln_backward_max_columns)
@@ -505,7 +545,7 @@ void cuda_layer_norm_backward(const row_view<T>& dy, const row_view<T>& x, const
   if (with_drop) launch.template operator()<true>();
   else launch.template operator()<false>();
   LOOM_CUDA_CHECK_LAUNCH();
-  launch_column_reduce(p.partial, blocks, g0, g1, acc_params, stream);
+  launch_column_reduce(p.partial, blocks, g0, g1, acc_params, stream, g2);
 }
 
 }  // namespace loom::detail

@@ -114,11 +114,13 @@ void host_layer_norm_forward(const row_view<T>& a, const row_view<T>& b, const T
 template <class T, class G>
 void host_layer_norm_backward(const row_view<T>& dy, const row_view<T>& x, const T* gamma, const stat_t<T>* mean,
                               const stat_t<T>* rstd, const row_view<T>& dx, G* dgamma, G* dbeta, bool acc_params,
-                              bool acc_dx, const row_view<T>& dropped = {}, const residual_dropout& drop = {}) {
+                              bool acc_dx, const row_view<T>& dropped = {}, const residual_dropout& drop = {},
+                              G* dsub = nullptr) {
   using S = stat_t<T>;
   const index_t n = x.n;
   const residual_mask<T> mask(drop);
   std::vector<S> dg(static_cast<std::size_t>(n), S(0)), db(static_cast<std::size_t>(n), S(0));
+  std::vector<double> ds(static_cast<std::size_t>(n), 0.0);
   std::vector<S> xhat(static_cast<std::size_t>(n)), g(static_cast<std::size_t>(n));
   for (index_t r = 0; r < x.rows; ++r) {
     const T* xr = x.row(r);
@@ -139,16 +141,22 @@ void host_layer_norm_backward(const row_view<T>& dy, const row_view<T>& x, const
       T* dxr = dx.row(r);
       // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma.
       for (index_t j = 0; j < n; ++j) store_mode(dxr[j], rstd[r] * (g[j] - c1 - xhat[j] * c2), acc_dx);
-      if (dropped.data && drop.p > 0) {
+      const bool with_drop = dropped.data && drop.p > 0;
+      if (with_drop) {
         T* out = dropped.row(r);
         for (index_t j = 0; j < n; ++j)
           out[j] = convert<T>(mask.apply(convert<S>(dxr[j]), static_cast<std::uint64_t>(r * n + j)));
       }
+      // The sublayer's gradient as stored: dropout(dx), or dx itself.
+      const T* sub = with_drop ? dropped.row(r) : dxr;
+      if (dsub)
+        for (index_t j = 0; j < n; ++j) ds[j] += convert<double>(sub[j]);
     }
   }
   for (index_t j = 0; j < n; ++j) {
     if (dgamma) store_mode(dgamma[j], dg[j], acc_params);
     if (dbeta) store_mode(dbeta[j], db[j], acc_params);
+    if (dsub) store_mode(dsub[j], static_cast<S>(ds[j]), acc_params);  // rounded first, as bias_grad's
   }
 }
 
@@ -291,6 +299,9 @@ std::size_t layer_norm_backward_workspace_bytes(index_t rows, index_t n) {
 /// `assign(dropped, where(uniform<float>(seed, offset).from(first) >= p, dx * (1.0 / (1.0 - p)), 0.0))` stores after
 /// the call, in one pass instead of two. That is the gradient of a sublayer whose output went through
 /// add_layer_norm_forward's residual_dropout, while dx stays the residual's share.
+/// `dsub` (contiguous [n], dx given): the column sums of that sublayer gradient as stored (`dropped`, or dx without
+/// dropout), (+)= per mode_for_params: the gradient of the bias of the layer whose output was add_layer_norm_forward's
+/// b, from the same pass (fp32 sums on CUDA, reduced with dgamma/dbeta).
 /// \tparam T activation type \tparam G parameter-gradient type
 ///
 /// ```cpp
@@ -304,7 +315,8 @@ void layer_norm_backward(const tensor<T, D>& dy, const tensor<T, D>& x, const te
                          const tensor<stat_t<T>, D>& mean, const tensor<stat_t<T>, D>& rstd, const tensor<T, D>& dx,
                          const tensor<G, D>& dgamma, const tensor<G, D>& dbeta, grad_mode mode_for_params,
                          grad_mode mode_for_dx, const tensor<std::uint8_t, D>& workspace = {},
-                         const tensor<T, D>& dropped = {}, const residual_dropout& drop = {}) {
+                         const tensor<T, D>& dropped = {}, const residual_dropout& drop = {},
+                         const tensor<G, D>& dsub = {}) {
   constexpr const char* op = "layer_norm_backward";
   using namespace detail;
   check_same_shape(dy, x.extents(), op, "dy", "x");
@@ -329,13 +341,18 @@ void layer_norm_backward(const tensor<T, D>& dy, const tensor<T, D>& x, const te
   check_vector(rstd, xv.rows, op, "rstd");
   if (given(dgamma)) check_vector(dgamma, xv.n, op, "dgamma");
   if (given(dbeta)) check_vector(dbeta, xv.n, op, "dbeta");
-  check_same_device<D>(op, x.device_index(), dy, gamma, mean, rstd, dx, dgamma, dbeta, workspace, dropped);
+  if (given(dsub)) {
+    LOOM_CHECK(given(dx), std::string(op) + ": `dsub` sums the sublayer's gradient, which is (dropout of) dx: give "
+                                            "dx too");
+    check_vector(dsub, xv.n, op, "dsub");
+  }
+  check_same_device<D>(op, x.device_index(), dy, gamma, mean, rstd, dx, dgamma, dbeta, workspace, dropped, dsub);
   const bool acc_params = mode_for_params == grad_mode::accumulate, acc_dx = mode_for_dx == grad_mode::accumulate;
   if constexpr (std::is_same_v<D, host>) {
     if (xv.n == 0) return;
     host_layer_norm_backward<T, G>(dyv, xv, gamma.data(), mean.data(), rstd.data(), dxv,
                                    given(dgamma) ? dgamma.data() : nullptr, given(dbeta) ? dbeta.data() : nullptr,
-                                   acc_params, acc_dx, dropv, drop);
+                                   acc_params, acc_dx, dropv, drop, given(dsub) ? dsub.data() : nullptr);
   } else {
     static_assert(!std::is_same_v<T, double>, "layer norm on CUDA supports float, bf16 and f16 (double: host only)");
 #if LOOM_CUDA_COMPILER
@@ -347,7 +364,8 @@ void layer_norm_backward(const tensor<T, D>& dy, const tensor<T, D>& x, const te
                    std::to_string(xv.n) + ")), got " + (given(workspace) ? workspace.extents().str() : "none"));
     cuda_layer_norm_backward<T, G>(dyv, xv, gamma.data(), mean.data(), rstd.data(), dxv,
                                    given(dgamma) ? dgamma.data() : nullptr, given(dbeta) ? dbeta.data() : nullptr,
-                                   acc_params, acc_dx, workspace.data(), dropv, drop);
+                                   acc_params, acc_dx, workspace.data(), dropv, drop,
+                                   given(dsub) ? dsub.data() : nullptr);
 #else
     static_assert(dependent_false<T>, "loom's row kernels on CUDA need an nvcc-compiled translation unit");
 #endif

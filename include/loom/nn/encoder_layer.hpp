@@ -25,6 +25,7 @@ struct encoder_scratch {
   tensor<T, Device> dinter;  ///< [N, I/tp]
   tensor<T, Device> dctx, dqkv;                  ///< [N, H/tp], [N, 3H/tp]
   tensor<std::uint8_t, Device> ln_workspace;     ///< layer_norm_backward's
+  bias_grad_workspace<Device> sums;              ///< the bias gradients' (GELU backward, attention backward)
   lora_scratch<T, Device> lora;
   ones_vector<T, Device> ones;
 };
@@ -124,13 +125,16 @@ class encoder_layer {
                 grad_mode param_mode, bool need_dx, const pass& p) const {
     // out = LN2(h1 + ffn_out): d h1 gets the residual share now and the feed-forward's share below; d ffn_out is
     // the residual share through the dropout mask.
-    const tensor_t dffn = norm2_.backward(s.dx, a.norm2, s.dh1, s.dsum, param_mode, s.ln_workspace, p);
-    ffn_.backward(dffn, a.norm1.out, s.dh1, a.ffn, s.dinter, param_mode, s.lora, p, s.ones);
+    // Each residual LayerNorm's backward also sums its sublayer's output gradient: that sublayer's output bias.
+    const tensor_t dffn = norm2_.backward(s.dx, a.norm2, s.dh1, s.dsum, param_mode, s.ln_workspace, p,
+                                          ffn_.output().base().bias_grad());
+    ffn_.backward(dffn, a.norm1.out, s.dh1, a.ffn, s.dinter, param_mode, s.lora, p, s.ones, s.sums, true);
     // h1 = LN1(input + attn_out): the residual share of d input (kept in dx when the layer below needs it).
     const tensor_t& dsum1 = need_dx ? s.dx : s.dsum;
-    const tensor_t dattn = norm1_.backward(s.dh1, a.norm1, dsum1, s.dsum, param_mode, s.ln_workspace, p);
+    const tensor_t dattn = norm1_.backward(s.dh1, a.norm1, dsum1, s.dsum, param_mode, s.ln_workspace, p,
+                                           attention_.output().base().bias_grad());
     attention_.backward(dattn, a.input, need_dx ? s.dx : tensor_t{}, tokens, a.attention, {s.dctx, s.dqkv},
-                        param_mode, s.lora, p, s.ones);
+                        param_mode, s.lora, p, s.ones, s.sums, true);
   }
 
  private:

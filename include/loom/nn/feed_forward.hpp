@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "../autograd/derivative.hpp"
+#include "../kernels/bias_grad.hpp"
 #include "lora_linear.hpp"
 
 namespace loom::nn {
@@ -38,6 +39,7 @@ class feed_forward {
 
   projection& intermediate() { return inter_; }
   projection& output() { return out_; }
+  const projection& output() const { return out_; }
   index_t local_intermediate() const { return inter_.base().local_out(); }
 
   void register_params(param_store<T, Device>& store) const {
@@ -85,17 +87,21 @@ class feed_forward {
     }
     out_.forward(a.inter, a.out, gemm_epilogue::bias, a.out_lora, ls, p);
   }
-  /// dy = d(a.out) -> parameter gradients and dx += d x. `dinter`: [N, I/tp] scratch.
+  /// dy = d(a.out) -> parameter gradients and dx += d x. `dinter`: [N, I/tp] scratch; `sums`: the bias gradient's
+  /// workspace. `out_bias_done`: the output layer's bias gradient was summed where dy was written (the residual
+  /// LayerNorm's backward).
   void backward(const tensor_t& dy, const tensor_t& x, const tensor_t& dx, const activations& a, tensor_t& dinter,
-                grad_mode param_mode, const lora_scratch<T, Device>& ls, const pass& p,
-                ones_vector<T, Device>& ones) const {
-    out_.backward(dy, a.inter, dinter, param_mode, grad_mode::overwrite, a.out_lora, ls, p, ones);
-    // GELU's derivative: one expression pass. cuBLASLt's DGELU_BGRAD epilogue would fold it (and the intermediate
-    // bias's gradient) into the GEMM above, but its kernels made the BERT-base step slower on an H100 (7.83 ->
-    // 8.43 ms at batch 32, 13.08 -> 14.27 at 64) than the pass it saves.
-    if (a.tanh_gelu) dinter = autograd::backprop<0>(gelu_tanh(autograd::variable<0>(a.inter_pre)), dinter);
-    else dinter = autograd::backprop<0>(gelu(autograd::variable<0>(a.inter_pre)), dinter);
-    inter_.backward(dinter, x, dx, param_mode, grad_mode::accumulate, a.inter_lora, ls, p, ones);
+                grad_mode param_mode, const lora_scratch<T, Device>& ls, const pass& p, ones_vector<T, Device>& ones,
+                bias_grad_workspace<Device>& sums, bool out_bias_done = false) const {
+    out_.backward(dy, a.inter, dinter, param_mode, grad_mode::overwrite, a.out_lora, ls, p, ones, out_bias_done);
+    // GELU's derivative and the intermediate bias's gradient in one pass over dinter. cuBLASLt's DGELU_BGRAD
+    // epilogue would fold both into the GEMM above, but its kernels made the BERT-base step slower on an H100
+    // (7.83 -> 8.43 ms at batch 32, 13.08 -> 14.27 at 64) than the passes it saves.
+    const tensor_t& db = inter_.base().bias_grad();
+    bias_grad(dinter, db, param_mode,
+              sums.get(given(db) ? bias_grad_workspace_bytes<Device>(dinter.extent(0), dinter.extent(1)) : 0),
+              a.tanh_gelu ? dy_map::gelu_tanh : dy_map::gelu, a.inter_pre);
+    inter_.backward(dinter, x, dx, param_mode, grad_mode::accumulate, a.inter_lora, ls, p, ones, true);
   }
 
  private:

@@ -51,12 +51,14 @@ class residual_layer_norm {
   }
   /// d(x + dropout(sublayer)) from dy into `dsum` (overwritten: the residual's share); the parameters' gradients
   /// (+)= per param_mode. Returns the sublayer's output gradient: dsum through the dropout mask, written into
-  /// `scratch` by the same pass (dsum stays as it is), or dsum itself without dropout.
+  /// `scratch` by the same pass (dsum stays as it is), or dsum itself without dropout. `dsub_bias` (empty: not
+  /// wanted): the sublayer's output bias gradient, that gradient's column sums, (+)= per param_mode in the same pass.
   tensor_t backward(const tensor_t& dy, const activations& a, const tensor_t& dsum, const tensor_t& scratch,
-                    grad_mode param_mode, const tensor<std::uint8_t, Device>& workspace, const pass& p) const {
+                    grad_mode param_mode, const tensor<std::uint8_t, Device>& workspace, const pass& p,
+                    const tensor_t& dsub_bias = {}) const {
     const residual_dropout drop = p.residual(layer_, site_, p_, dsum.numel());
     layer_norm_backward(dy, a.sum, gamma_, a.mean, a.rstd, dsum, dgamma_, dbeta_, param_mode, grad_mode::overwrite,
-                        workspace, drop.p > 0 ? scratch : tensor_t{}, drop);
+                        workspace, drop.p > 0 ? scratch : tensor_t{}, drop, dsub_bias);
     return drop.p > 0 ? scratch : dsum;
   }
 

@@ -152,11 +152,14 @@ class linear {
   }
 
   /// Given dy = dL/dy: dW (+)= dy^T x, db (+)= sum_rows dy, dx (=|+=) dy W. An empty dW / db (frozen) or dx (not
-  /// needed) is skipped.
+  /// needed) is skipped. `bias_done`: db was already summed by the kernel that wrote dy (bias_grad(), the residual
+  /// LayerNorm's backward, attention's), so it is left alone.
   void backward(const tensor_t& dy, const tensor_t& x, const tensor_t& dx, grad_mode param_mode,
-                grad_mode input_mode, ones_vector<T, Device>& ones) const {
+                grad_mode input_mode, ones_vector<T, Device>& ones, bool bias_done = false) const {
     const float beta = param_mode == grad_mode::accumulate ? 1.0f : 0.0f;
-    if (given(dw_) && given(db_) && param_mode == grad_mode::overwrite) {
+    if (bias_done) {
+      if (given(dw_)) matmul(dy, x, dw_, {.transpose_a = true, .beta = beta});
+    } else if (given(dw_) && given(db_) && param_mode == grad_mode::overwrite) {
       // db from the same read of dy as dW (the epilogue overwrites db, so accumulation takes the path below).
       matmul(dy, x, dw_, {.transpose_a = true, .epilogue = gemm_epilogue::bias_grad}, db_);
     } else {

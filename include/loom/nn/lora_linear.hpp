@@ -106,10 +106,12 @@ class lora_linear {
         lora_forward(x, w_[i], options_->scaling(), dropout_for(i, p, x), u[i], scratch_like(s.x_drop, x),
                      block_columns(y, i), reduce_u);
   }
-  /// The base layer's backward, then each adapter's (its share of dx added when dx is given).
+  /// The base layer's backward, then each adapter's (its share of dx added when dx is given). `bias_done`: as
+  /// linear::backward's.
   void backward(const tensor_t& dy, const tensor_t& x, const tensor_t& dx, grad_mode param_mode, grad_mode input_mode,
-                const saved& u, const lora_scratch<T, Device>& s, const pass& p, ones_vector<T, Device>& ones) const {
-    base_.backward(dy, x, dx, param_mode, input_mode, ones);
+                const saved& u, const lora_scratch<T, Device>& s, const pass& p, ones_vector<T, Device>& ones,
+                bool bias_done = false) const {
+    base_.backward(dy, x, dx, param_mode, input_mode, ones, bias_done);
     // A column split holds this rank's output rows of dy and B: dy B is partial, summed over the group.
     const auto reduce_du = group_sum_if(parallel::split::column);
     for (index_t i = 0; i < base_.blocks(); ++i)

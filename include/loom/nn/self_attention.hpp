@@ -49,6 +49,7 @@ class self_attention {
 
   projection& qkv() { return qkv_; }
   projection& output() { return out_; }
+  const projection& output() const { return out_; }
   index_t local_hidden() const { return qkv_.base().local_out() / 3; }
 
   void register_params(param_store<T, Device>& store) const {
@@ -71,14 +72,21 @@ class self_attention {
     attention_forward(heads_view(a.qkv), tokens, a.ctx, p.training ? a.lse : tensor<float, Device>{}, dropout(p));
     out_.forward(a.ctx, a.out, gemm_epilogue::bias, a.out_lora, ls, p);
   }
-  /// dy = d(a.out) -> parameter gradients and dx += d x (skipped when dx is empty).
+  /// dy = d(a.out) -> parameter gradients and dx += d x (skipped when dx is empty). `sums`: the bias gradients'
+  /// workspace; `out_bias_done`: the output projection's bias gradient was summed where dy was written.
   void backward(const tensor_t& dy, const tensor_t& x, const tensor_t& dx, const token_layout<Device>& tokens,
                 const activations& a, const scratch& s, grad_mode param_mode, const lora_scratch<T, Device>& ls,
-                const pass& p, ones_vector<T, Device>& ones) const {
-    out_.backward(dy, a.ctx, s.dctx, param_mode, grad_mode::overwrite, a.out_lora, ls, p, ones);
+                const pass& p, ones_vector<T, Device>& ones, bias_grad_workspace<Device>& sums,
+                bool out_bias_done = false) const {
+    out_.backward(dy, a.ctx, s.dctx, param_mode, grad_mode::overwrite, a.out_lora, ls, p, ones, out_bias_done);
+    // The QKV bias's gradient is summed by attention's backward as it writes dqkv.
+    const tensor_t& db = qkv_.base().bias_grad();
+    const std::size_t bytes =
+        given(db) ? attention_bias_workspace_bytes<Device>(tokens.tokens, tokens.rows, heads_, local_hidden() / heads_)
+                  : 0;
     attention_backward(heads_view(a.qkv), tokens, a.ctx, s.dctx, a.lse, heads_view(s.dqkv), grad_mode::overwrite,
-                       dropout(p));
-    qkv_.backward(s.dqkv, x, dx, param_mode, grad_mode::accumulate, a.qkv_lora, ls, p, ones);
+                       dropout(p), db, param_mode, sums.get(bytes));
+    qkv_.backward(s.dqkv, x, dx, param_mode, grad_mode::accumulate, a.qkv_lora, ls, p, ones, true);
   }
 
  private:

@@ -322,6 +322,17 @@ TEMPLATE_LIST_TEST_CASE("padding-free attention computes the right-padded call's
       CHECK(ctx_diff == 0);
       CHECK(lse_diff == 0);
       CHECK(grad_diff == 0);
+
+      // Padding-free, the QKV bias's gradient sums the sequences' rows (fp64 sums of dqkv as stored).
+      std::vector<double> sums(row, 0.0);
+      for (std::size_t i = 0; i < gn.size(); ++i) sums[i % row] += gn[i];
+      loom::bias_grad_workspace<device> ws;
+      auto dqkv_b = poisoned<T>(packed_h.extents());
+      tensor<T, device> dbias({row});
+      attention_backward(qkv_n, layout, ctx_n, on<device>(dctx_nh), lse_n, dqkv_b, grad_mode::overwrite, drop, dbias,
+                         grad_mode::overwrite, ws.get(loom::attention_bias_workspace_bytes<device>(N, d.B, d.H, d.D)));
+      loom::test::check_close(values(dbias), sums, loom::test::tolerance<T>() * (1.0 + std::sqrt(double(N))),
+                              "padding-free dbias");
     }
   }
 }
@@ -420,6 +431,28 @@ TEMPLATE_LIST_TEST_CASE("attention_backward matches the fp64 host gradient", "[a
       std::vector<double> expected = values(start_h);
       for (std::size_t i = 0; i < expected.size(); ++i) expected[i] += want[i];
       check_gradient(values(acc), expected, backward_tolerance<T>(), "accumulate " + name);
+
+      // The QKV bias's gradient from the same call: the column sums of dqkv as stored (fp64 sums of `got`), in
+      // both modes, and dqkv unchanged by asking for it.
+      const index_t width = 3 * hidden, tokens = d.B * d.S;
+      std::vector<double> sums(width, 0.0);
+      for (std::size_t i = 0; i < got.size(); ++i) sums[i % width] += got[i];
+      loom::bias_grad_workspace<device> ws;
+      const auto w = ws.get(loom::attention_bias_workspace_bytes<device>(tokens, d.B, d.H, d.D));
+      auto dqkv2 = poisoned<T>({d.B, d.S, 3, d.H, d.D});
+      tensor<T, device> dbias({width});
+      attention_backward(qkv, lengths, ctx, dctx, lse, dqkv2, grad_mode::overwrite, drop, dbias, grad_mode::overwrite,
+                         w);
+      CHECK(values(dqkv2) == got);
+      const double sum_tol = loom::test::tolerance<T>() * (1.0 + std::sqrt(static_cast<double>(tokens)));
+      loom::test::check_close(values(dbias), sums, sum_tol, "dbias " + name);
+      const auto bias0 = random_tensor<T>({width}, ++seed);
+      auto dbias_acc = on<device>(bias0);
+      attention_backward(qkv, lengths, ctx, dctx, lse, dqkv2, grad_mode::overwrite, drop, dbias_acc,
+                         grad_mode::accumulate, w);
+      std::vector<double> acc_sums = values(bias0);
+      for (index_t i = 0; i < width; ++i) acc_sums[i] += sums[i];
+      loom::test::check_close(values(dbias_acc), acc_sums, sum_tol, "accumulated dbias " + name);
     }
   }
 }

@@ -14,6 +14,14 @@ using loom::tensor;
 namespace {
 
 const index_t row_counts[] = {1, 7, 129};
+
+/// Sums over the rows of a [rows, n] row-major vector, in fp64.
+std::vector<double> column_sums(const std::vector<double>& v, index_t rows, index_t n) {
+  std::vector<double> s(static_cast<std::size_t>(n), 0.0);
+  for (index_t r = 0; r < rows; ++r)
+    for (index_t c = 0; c < n; ++c) s[static_cast<std::size_t>(c)] += v[static_cast<std::size_t>(r * n + c)];
+  return s;
+}
 const index_t widths[] = {1, 7, 63, 65, 127, 129, 384, 768, 1024};
 constexpr double eps = 1e-5;
 
@@ -209,7 +217,43 @@ TEMPLATE_LIST_TEST_CASE("layer_norm_backward matches the fp64 reference in both 
                                 grad_mode::accumulate, ws);
       check_close(values(mdx), plus(values(dx0), ref.dx), row_tol<T>() * 4, "mixed dx " + what);
       check_close(values(mdg), ref.dgamma, sum_tol<T>(rows), "mixed dgamma " + what);
+
+      // The sublayer's bias gradient from the same pass (no dropout: the column sums of dx), in both modes.
+      const auto sdx = on<device>(dx0);
+      tensor<T, device> dsub({n});
+      const auto dsub_acc = on<device>(dg0);
+      loom::layer_norm_backward(dy, x, g, mean, rstd, sdx, tensor<T, device>{}, tensor<T, device>{},
+                                grad_mode::overwrite, grad_mode::overwrite, ws, {}, {}, dsub);
+      check_close(values(dsub), column_sums(ref.dx, rows, n), sum_tol<T>(rows) * 4, "dsub " + what);
+      loom::layer_norm_backward(dy, x, g, mean, rstd, sdx, tensor<T, device>{}, tensor<T, device>{},
+                                grad_mode::accumulate, grad_mode::overwrite, ws, {}, {}, dsub_acc);
+      check_close(values(dsub_acc), plus(values(dg0), column_sums(ref.dx, rows, n)), sum_tol<T>(rows) * 4,
+                  "accumulated dsub " + what);
     }
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("layer_norm_backward sums the sublayer's gradient where the warp kernel has no room for it",
+                        "[kernels][layer_norm]", kernel_types) {
+  using T = TestType;
+  // 1536 bf16/f16 columns are 48 per lane: dgamma/dbeta fill the warp kernel's shared memory, the block kernel sums
+  // the third. 1538 is not a whole number of 16-byte vectors.
+  for (index_t n : {index_t(1536), index_t(1538)}) {
+    const index_t rows = 70;
+    const ln_inputs<T> in(rows, n, 9100 + static_cast<unsigned>(n));
+    const auto hdy = random_tensor<T>({rows, n}, 9200);
+    const auto x = on<device>(in.x), g = on<device>(in.g), b = on<device>(in.b), dy = on<device>(hdy);
+    tensor<T, device> y({rows, n}), dx({rows, n}), dg({n}), db({n}), dsub({n});
+    tensor<stat_t<T>, device> mean({rows}), rstd({rows});
+    loom::layer_norm_forward(x, g, b, eps, y, mean, rstd);
+    const ln_grad_ref ref = layer_norm_backward_ref(values(hdy), in.vx, rows, n, in.vg, eps);
+    loom::layer_norm_backward(dy, x, g, mean, rstd, dx, dg, db, grad_mode::overwrite, grad_mode::overwrite,
+                              workspace(loom::layer_norm_backward_workspace_bytes<device>(rows, n)), {}, {}, dsub);
+    const std::string what = "n " + std::to_string(n);
+    check_close(values(dx), ref.dx, row_tol<T>() * 4, "dx " + what);
+    check_close(values(dg), ref.dgamma, sum_tol<T>(rows), "dgamma " + what);
+    check_close(values(db), ref.dbeta, sum_tol<T>(rows), "dbeta " + what);
+    check_close(values(dsub), column_sums(ref.dx, rows, n), sum_tol<T>(rows) * 4, "dsub " + what);
   }
 }
 
@@ -253,6 +297,13 @@ TEMPLATE_LIST_TEST_CASE("layer_norm_backward writes dropout(dx) in the same pass
             if (!in_place) check_close(values(dx), vdx, 0.0, "dx " + what);
             check_close(values(dg2), values(dg1), 0.0, "dgamma " + what);
             check_close(values(db2), values(db1), 0.0, "dbeta " + what);
+            // The sublayer's bias gradient: the column sums of dropout(dx) as stored, from the same pass.
+            const auto dx3 = on<device>(dx0);
+            tensor<T, device> dropped3({rows, n}), dsub({n});
+            loom::layer_norm_backward(dy, x, g, mean, rstd, dx3, tensor<T, device>{}, tensor<T, device>{},
+                                      grad_mode::overwrite, mode, ws, dropped3,
+                                      loom::residual_dropout{p, seed, offset, first}, dsub);
+            check_close(values(dsub), column_sums(expected, rows, n), sum_tol<T>(rows), "dsub " + what);
           }
   tensor<T, device> x({2, 8}), dx({2, 8}), other({2, 4}), gb({8});
   tensor<stat_t<T>, device> st({2});

@@ -179,15 +179,15 @@ __global__ void __launch_bounds__(256) zero_rows_kernel(row_view<G> g) {
   }
 }
 
-/// out[m] (= or +=) sum over p of partial[p * M + m], in a fixed order, for m < M = (rows0 + rows1) * n: the
-/// second pass of every deterministic column reduction (LayerNorm dgamma/dbeta, token-type gradients).
-/// Output row r < out0.rows goes to row r of out0, the others to out1 (either may be absent: data == nullptr, but
-/// rows and n are set: out0.n is the row width of both).
+/// out[m] (= or +=) sum over p of partial[p * M + m], in a fixed order, for m < M = (rows0 + rows1 + rows2) * n:
+/// the second pass of every deterministic column reduction (LayerNorm dgamma/dbeta and its sublayer's bias,
+/// token-type gradients). Output row r < out0.rows goes to row r of out0, the next out1.rows rows to out1, the rest
+/// to out2 (any may be absent: data == nullptr, but rows and n are set: out0.n is the row width of all).
 /// Block: 32 columns x 32 partial-row groups.
 template <class G>
 __global__ void __launch_bounds__(1024) column_reduce_kernel(const float* __restrict__ partial, index_t parts,
                                                              index_t width, row_view<G> out0, row_view<G> out1,
-                                                             bool accumulate) {
+                                                             row_view<G> out2, bool accumulate) {
   __shared__ float tile[32][33];
   const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
   const index_t m = blockIdx.x * 32 + tx;
@@ -217,8 +217,10 @@ __global__ void __launch_bounds__(1024) column_reduce_kernel(const float* __rest
   G* dst = nullptr;
   if (r < out0.rows) {
     if (out0.data) dst = out0.row(r) + c;
-  } else if (out1.data) {
-    dst = out1.row(r - out0.rows) + c;
+  } else if (r < out0.rows + out1.rows) {
+    if (out1.data) dst = out1.row(r - out0.rows) + c;
+  } else if (out2.data) {
+    dst = out2.row(r - out0.rows - out1.rows) + c;
   }
   if (!dst) return;
   float v = tile[0][tx];
@@ -228,14 +230,14 @@ __global__ void __launch_bounds__(1024) column_reduce_kernel(const float* __rest
 
 }  // namespace LOOM_KERNEL_NS
 
-/// Launches column_reduce_kernel over `parts` partial rows of width (out0.rows + out1.rows) * n.
+/// Launches column_reduce_kernel over `parts` partial rows of width (out0.rows + out1.rows + out2.rows) * n.
 template <class G>
 void launch_column_reduce(const float* partial, index_t parts, const row_view<G>& out0, const row_view<G>& out1,
-                          bool accumulate, cudaStream_t stream) {
-  const index_t width = (out0.rows + out1.rows) * out0.n;
-  if (width == 0 || (!out0.data && !out1.data)) return;
+                          bool accumulate, cudaStream_t stream, const row_view<G>& out2 = {}) {
+  const index_t width = (out0.rows + out1.rows + out2.rows) * out0.n;
+  if (width == 0 || (!out0.data && !out1.data && !out2.data)) return;
   column_reduce_kernel<G><<<static_cast<unsigned>(ceil_div(width, 32)), 1024, 0, stream>>>(partial, parts, width, out0,
-                                                                                        out1, accumulate);
+                                                                                        out1, out2, accumulate);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 
