@@ -524,8 +524,10 @@ std::size_t attention_bias_workspace_bytes(index_t tokens, index_t batch, index_
 /// \param mode    grad_mode::overwrite (dqkv = grad) or grad_mode::accumulate (dqkv += grad).
 /// \param dbias   optional [3 * heads * D] contiguous: the QKV projection's bias gradient, the column sums of dqkv as
 ///                stored, (+)= per `bias_mode` (fp32 sums in a fixed order; on CUDA the one-kernel backward of
-///                sequences up to 128 tokens sums them as it stores dqkv). On CUDA it needs `workspace`:
-///                attention_bias_workspace_bytes<cuda>(tokens, batch, heads, D) bytes from a bias_grad_workspace.
+///                sequences up to 128 tokens sums them as it stores dqkv).
+/// \param bias_mode grad_mode::overwrite (dbias = sums) or grad_mode::accumulate (dbias += sums).
+/// \param workspace with dbias on CUDA: attention_bias_workspace_bytes<cuda>(tokens, batch, heads, D) bytes from a
+///                bias_grad_workspace (zero-filled; each call leaves it so). Unused on the host.
 ///
 /// ```cpp
 /// loom::attention_forward(qkv, lengths, ctx, lse, drop);
