@@ -11,9 +11,9 @@ inline namespace LOOM_KERNEL_NS {
 
 inline constexpr int bias_block_warps = 8;
 
-/// Called by every thread of a block that has written its partial row (columns [c, c + width) of chunk
-/// blockIdx.y, where `width` columns belong to the block): the last block of slab `slab` to arrive sums the
-/// `chunks` partial rows of its columns in chunk order into db and re-arms the counter.
+/// Called by every thread of a block once the block's partial row is written: the last of the `blocks` blocks that
+/// count on `counter` sums, for each thread that owns a column (`col`), the `chunks` partial rows (`stride` floats
+/// apart) in order into db[col], then re-arms the counter. bias_grad's slabs and attention's heads use it.
 template <class G>
 __device__ LOOM_FORCEINLINE void finish_column_sums(unsigned* counter, unsigned blocks, const float* partial,
                                                     index_t chunks, index_t stride, index_t col, bool owns_column,
