@@ -17,6 +17,7 @@
 #include "cli_checks.hpp"
 #include "model_options.hpp"
 #include "runner.hpp"
+#include "gemm_algorithm_flag.hpp"
 #include "text_batches.hpp"
 #include "standard_output.hpp"
 #include "train_entry.hpp"
@@ -194,6 +195,7 @@ inline void register_bench(CLI::App& app) {
                   "timed batch, or on the first 512 rows of --texts)")
       ->capture_default_str()->check(CLI::IsMember({"fp32", "bf16", "fp16", "fp8"}));
   sub->add_flag("--no-graph", o->no_graph, "launch kernels one by one instead of replaying a CUDA graph");
+  add_gemm_algorithm_option(sub);
   sub->add_flag("--train", o->train, "time training steps (forward, backward, AdamW) instead of inference");
   sub->add_flag("--recompute", o->recompute, "with --train: recompute activations in backward");
   sub->add_option("--lora-r", o->lora_r, "with --train: LoRA rank (0: full fine-tuning)")->check(sign_check(false));

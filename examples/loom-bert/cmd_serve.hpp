@@ -27,6 +27,7 @@
 #include <loom/io/safetensors.hpp>
 #include <loom/serve/model_service.hpp>
 
+#include "gemm_algorithm_flag.hpp"
 #include "model_options.hpp"
 #include "runner.hpp"
 #include "serve_http.hpp"
@@ -315,6 +316,7 @@ inline void register_serve(CLI::App& app) {
   sub->add_option("--drain-timeout", o->drain_timeout_s, "seconds to finish in-flight requests after SIGTERM")
       ->capture_default_str();
   sub->add_flag("--no-graphs", o->no_graphs, "run every batch eagerly instead of replaying CUDA graphs");
+  add_gemm_algorithm_option(sub);
   sub->add_option("--early-rows", o->early_rows, "while a batch runs, form the next one early only when it has this "
                                                  "many texts (smaller ones wait for the pass to end, and grow)")
       ->capture_default_str();

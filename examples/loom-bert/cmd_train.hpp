@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli_checks.hpp"
+#include "gemm_algorithm_flag.hpp"
 #include "train_entry.hpp"
 
 namespace loom_bert {
@@ -48,6 +49,7 @@ inline void register_train(CLI::App& app) {
   sub->add_option("--precision", o->precision, "fp32, bf16 or fp16 (bf16/fp16 need --device cuda)")
       ->capture_default_str()->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   sub->add_option("--device", o->device, "cpu or cuda")->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
+  add_gemm_algorithm_option(sub);
   sub->add_option("--seed", o->seed, "seed of shuffling, dropout and initialisation")->capture_default_str();
   sub->add_option("--lora-r", o->lora_r, "LoRA rank (0: full fine-tuning)")->capture_default_str()
       ->check(sign_check(false));

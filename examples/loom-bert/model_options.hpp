@@ -14,6 +14,7 @@
 #include <loom/parallel/agreement.hpp>
 #include <loom/train/options.hpp>
 #include "cli_checks.hpp"
+#include "gemm_algorithm_flag.hpp"
 #include "runner.hpp"
 #include "standard_output.hpp"
 #include "text_batches.hpp"
@@ -67,6 +68,7 @@ struct model_options {
                     "on --calibration-rows rows")
         ->capture_default_str()
         ->check(CLI::IsMember({"fp32", "bf16", "fp16", "fp8"}));
+    add_gemm_algorithm_option(sub);
     sub->add_option("--calibration", calibration,
                     "with --precision fp8: a table (the input's format and columns) whose first rows calibrate the "
                     "fp8 scales (default: the input's first rows)");

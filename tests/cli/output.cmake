@@ -86,6 +86,15 @@ loom_cli_out_case(bench_train_vocab_1000 EXIT 0
 loom_cli_out_case(bench_lora_r_negative EXIT 2 STDERR "--lora-r: must not be negative, got -3"
                   ARGS ${_bench} --train --lora-r -3)
 loom_cli_out_case(bench_batch_0 EXIT 2 STDERR "--batch: must be positive, got 0" ARGS ${_bench} --batch 0)
+# --gemm-algorithm: refused by name when misspelt, on every command that takes it; accepted (and without effect on
+# the host, whose GEMMs have one algorithm) otherwise.
+foreach(cmd predict embed)
+  loom_cli_out_case(gemm_algorithm_bad_${cmd} EXIT 2 STDERR "--gemm-algorithm: fastest not in .heuristic,timed."
+                    ARGS ${cmd} --model ${_out_fx}/tiny_a --input ${_out_in} --gemm-algorithm fastest)
+endforeach()
+loom_cli_out_case(gemm_algorithm_bad_bench EXIT 2 STDERR "--gemm-algorithm: fastest not in .heuristic,timed."
+                  ARGS ${_bench} --gemm-algorithm fastest)
+loom_cli_out_case(gemm_algorithm_timed_bench EXIT 0 ARGS ${_bench} --gemm-algorithm timed)
 loom_cli_out_case(embed_unknown_extension EXIT 2 STDERR "--output [^\n]*v.txt: unknown extension '.txt'"
                   ARGS embed --model ${_out_fx}/tiny_a --input ${_out_in} --output ${_out_work}/v.txt)
 foreach(c inspect npy)

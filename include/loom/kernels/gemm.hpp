@@ -10,6 +10,7 @@
 
 #include "../config.hpp"
 #include "../tensor/tensor.hpp"
+#include "gemm_algorithm.hpp"  // defines: gemm_algorithm_choice, set_gemm_algorithm_choice
 #include "gemm_host.hpp"  // defines: gemm_options, gemm_epilogue, detail::make_gemm_plan, detail::host_matmul
 
 #if LOOM_HAS_CUDA_RUNTIME
@@ -62,8 +63,9 @@ bool run_matmul(const tensor<T, Device>& a, const tensor<T, Device>& b, const te
 /// bias epilogues and refused otherwise; gemm_epilogue::bias_grad writes it instead (length m; tensor overload
 /// only). T: float, bf16, f16, and double on the host. 16-bit types accumulate in fp32. On CUDA the call is
 /// enqueued on loom::current_stream() and returns at once; the first call of a thread for a given problem (types,
-/// shapes, strides, transposes, epilogue, alignment) builds the cuBLASLt descriptors and asks the heuristic for an
-/// algorithm, later calls reuse them (gemm_cublaslt.hpp).
+/// shapes, strides, transposes, epilogue, alignment) builds the cuBLASLt descriptors and picks an algorithm as
+/// set_gemm_algorithm_choice says (the heuristic's answer, or the fastest of its answers timed on this call's
+/// operands), later calls reuse them (gemm_cublaslt.hpp).
 /// \tparam T element type \tparam Device loom::host or loom::cuda
 ///
 /// ```cpp

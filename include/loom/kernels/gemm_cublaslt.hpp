@@ -5,10 +5,12 @@
 
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <unordered_map>
 #include <utility>
@@ -18,6 +20,7 @@
 #include "../core/cuda_check.hpp"
 #include "../core/cuda_stream.hpp"
 #include "../core/memory_stats.hpp"
+#include "gemm_algorithm.hpp"
 #include "gemm_plan.hpp"
 
 namespace loom {
@@ -61,9 +64,10 @@ struct lt_scales {
 struct lt_key {
   std::int64_t dtype, tf32, epilogue, tx, ty, m, n, k, ldx, ldy, ldd, batch, bsx, bsy, bsd;
   std::int64_t align_x, align_y, align_d, align_bias, align_aux;
+  std::int64_t choice;  // gemm_algorithm_choice: a problem planned one way is planned anew the other way
   bool operator==(const lt_key& o) const noexcept { return std::memcmp(this, &o, sizeof(lt_key)) == 0; }
 };
-static_assert(sizeof(lt_key) == 20 * sizeof(std::int64_t));
+static_assert(sizeof(lt_key) == 21 * sizeof(std::int64_t));
 
 struct lt_key_hash {
   std::size_t operator()(const lt_key& k) const noexcept {
@@ -85,7 +89,11 @@ inline std::int64_t byte_alignment(const void* p, index_t ld_bytes, index_t batc
   return static_cast<std::int64_t>(v & (~v + 1));
 }
 
-// Descriptors and the heuristic's algorithm for one key. Built once, reused by every later call with that key.
+// How many of the heuristic's answers a timed choice runs. cuBLASLt on Hopper seldom answers more than ~10, and the
+// fastest is nearly always among its first few.
+inline constexpr int max_timed_candidates = 8;
+
+// Descriptors and the chosen algorithm for one key. Built once, reused by every later call with that key.
 struct lt_plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t x = nullptr, y = nullptr, d = nullptr;
@@ -176,9 +184,12 @@ inline cublasLtEpilogue_t lt_epilogue(gemm_epilogue e) {
 
 // In: the type of X and Y; Out: D's; Bias: the bias's (and C's when D is fp8). fp8 inputs take the FAST_ACCUM mode
 // Transformer Engine uses for forward GEMMs (the partial sums are not promoted to a wider accumulator every few k).
+// `candidates` receives the heuristic's answers, best first, at most `wanted` (<= max_timed_candidates) of them;
+// plan->algo is the first.
 template <class In, class Out, class Bias>
 std::unique_ptr<lt_plan> make_lt_plan(cublasLtHandle_t handle, const lt_key& key, const gemm_plan& p,
-                                      const void* bias, lt_scales scales) {
+                                      const void* bias, lt_scales scales, int wanted,
+                                      std::vector<cublasLtMatmulAlgo_t>& candidates) {
   auto plan = std::make_unique<lt_plan>();
   constexpr bool fp8_inputs = fp8<In>;
   // fp32 accumulation for every type; for fp32 inputs TF32 tensor cores only when allowed.
@@ -249,11 +260,12 @@ std::unique_ptr<lt_plan> make_lt_plan(cublasLtHandle_t handle, const lt_key& key
   set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<std::uint32_t>(key.align_y));
   set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<std::uint32_t>(key.align_d));
   set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<std::uint32_t>(key.align_d));
-  cublasLtMatmulHeuristicResult_t result{};
+  std::array<cublasLtMatmulHeuristicResult_t, max_timed_candidates> results{};
   int found = 0;
   const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->x, plan->y,
-                                                          plan->c ? plan->c : plan->d, plan->d, pref, 1, &result,
-                                                          &found);
+                                                          plan->c ? plan->c : plan->d, plan->d, pref,
+                                                          std::min(wanted, max_timed_candidates),
+                                                          results.data(), &found);
   cublasLtMatmulPreferenceDestroy(pref);
   // No fused bias gradient for this layout: cuBLAS 13.1 answers NOT_SUPPORTED for a dy that is not transposed,
   // earlier versions found no algorithm. Either way the caller computes the bias gradient separately.
@@ -268,8 +280,154 @@ std::unique_ptr<lt_plan> make_lt_plan(cublasLtHandle_t handle, const lt_key& key
                             " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) + " batch=" +
                             std::to_string(p.batch) + ", alignments " + std::to_string(key.align_x) + "/" +
                             std::to_string(key.align_y) + "/" + std::to_string(key.align_d) + " bytes)");
-  plan->algo = result.algo;
+  candidates.clear();
+  for (int i = 0; i < found; ++i)
+    if (results[static_cast<std::size_t>(i)].state == CUBLAS_STATUS_SUCCESS)
+      candidates.push_back(results[static_cast<std::size_t>(i)].algo);
+  LOOM_CHECK(!candidates.empty(), "matmul: cuBLASLt's heuristic answered no usable algorithm");
+  plan->algo = candidates.front();
   return plan;
+}
+
+inline bool stream_capturing(cudaStream_t s) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  LOOM_CUDA_CHECK(cudaStreamIsCapturing(s, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+// What one timing holds on the GPU (its stream, events, operand copies, scratch output, graphs), released however
+// the timing ends.
+struct lt_timing_resources {
+  int device;
+  cuda_stream stream;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  std::vector<std::pair<void*, std::size_t>> buffers;
+  std::vector<cudaGraphExec_t> graphs;
+  explicit lt_timing_resources(int dev) : device(dev) {
+    LOOM_CUDA_CHECK(cudaEventCreate(&start));
+    LOOM_CUDA_CHECK(cudaEventCreate(&stop));
+  }
+  lt_timing_resources(const lt_timing_resources&) = delete;
+  lt_timing_resources& operator=(const lt_timing_resources&) = delete;
+  ~lt_timing_resources() {
+    cudaStreamSynchronize(stream);
+    for (cudaGraphExec_t g : graphs)
+      if (g) cudaGraphExecDestroy(g);
+    for (auto [p, bytes] : buffers) cuda_free(p, bytes, device, stream);
+    cudaStreamSynchronize(stream);
+    if (stop) cudaEventDestroy(stop);
+    if (start) cudaEventDestroy(start);
+  }
+  void* allocate(std::size_t bytes) {
+    buffers.emplace_back(cuda_allocate(bytes, stream), bytes);
+    return buffers.back().first;
+  }
+};
+
+// One GEMM call as the timing replays it: the operands (the call's, or a copy) and where D goes.
+struct lt_timed_call {
+  const void* x;
+  const void* y;
+  void* d;
+};
+
+// Runs each candidate on the call's operands and returns the fastest; the heuristic's first answer stays unless
+// another beats it by more than 3%, so that timing noise does not trade an algorithm for an equal one.
+//  - GPU time, not launch rate: each candidate's runs are captured in a CUDA graph on a stream of the timing's own
+//    (after the work queued before the call), as a model's forward replays them; launched one by one, a GEMM of a
+//    few microseconds is timed at the host's launch rate.
+//  - Cold operands: when X and Y together are smaller than the L2 cache, the runs cycle through copies of them that
+//    add up to three times its size, so each run reads its operands from memory as it will in a forward pass (the
+//    weights of a model do not stay in L2 from one layer's call to the next).
+//  - The candidates write the real D, aux and bias gradient, which the call itself overwrites next; with beta != 0 D
+//    is also C, so they write a zeroed scratch copy and the call finds C untouched.
+// Each candidate's graph runs once to warm up; its best of three launches counts.
+inline cublasLtMatmulAlgo_t fastest_lt_algorithm(lt_context& ctx, int device, const lt_plan& plan,
+                                                 const std::vector<cublasLtMatmulAlgo_t>& candidates,
+                                                 const float* alpha, const float* beta, lt_timed_call call,
+                                                 std::size_t x_bytes, std::size_t y_bytes, std::size_t d_bytes,
+                                                 cudaStream_t caller) {
+  lt_timing_resources r(device);
+  LOOM_CUDA_CHECK(cudaEventRecord(r.start, caller));  // the operands are ready once the caller's queue is
+  LOOM_CUDA_CHECK(cudaStreamWaitEvent(r.stream, r.start, 0));
+  if (*beta != 0.0f) {
+    call.d = r.allocate(d_bytes);
+    LOOM_CUDA_CHECK(cudaMemsetAsync(call.d, 0, d_bytes, r.stream));
+  }
+  int l2 = 0;
+  LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+  const std::size_t operands = x_bytes + y_bytes;
+  const auto copies = static_cast<int>(std::clamp<std::size_t>(
+      operands < static_cast<std::size_t>(l2) ? (3 * static_cast<std::size_t>(l2)) / std::max<std::size_t>(operands, 1)
+                                             : 0,
+      0, 256));
+  std::vector<lt_timed_call> calls{call};
+  for (int i = 0; i < copies; ++i) {
+    lt_timed_call c = call;
+    void *cx = nullptr, *cy = nullptr;
+    try {
+      cx = r.allocate(x_bytes);
+      cy = r.allocate(y_bytes);
+    } catch (const out_of_memory&) {
+      break;  // a GPU nearly full times on fewer copies rather than fail the call
+    }
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(cx, call.x, x_bytes, cudaMemcpyDeviceToDevice, r.stream));
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(cy, call.y, y_bytes, cudaMemcpyDeviceToDevice, r.stream));
+    c.x = cx;
+    c.y = cy;
+    calls.push_back(c);
+  }
+  constexpr std::size_t min_runs = 5;
+  const std::size_t runs = std::max(min_runs, calls.size());
+  // The caller's workspace: the caller's stream waits for this function, and the timing stream is idle at return.
+  void* workspace = ctx.workspace(caller);
+  constexpr float unusable = -1.0f;
+  std::vector<float> best(candidates.size(), std::numeric_limits<float>::infinity());
+  r.graphs.assign(candidates.size(), nullptr);
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    cudaGraph_t g = nullptr;
+    LOOM_CUDA_CHECK(cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeThreadLocal));
+    bool ok = true;
+    for (std::size_t k = 0; k < runs && ok; ++k) {
+      const lt_timed_call& c = calls[k % calls.size()];
+      ok = cublasLtMatmul(ctx.handle(), plan.desc, alpha, c.x, plan.x, c.y, plan.y, beta, plan.c ? nullptr : c.d,
+                          plan.c ? plan.c : plan.d, c.d, plan.d, &candidates[i], workspace, cublaslt_workspace_bytes,
+                          r.stream) == CUBLAS_STATUS_SUCCESS;
+    }
+    const cudaError_t ended = cudaStreamEndCapture(r.stream, &g);
+    if (ok && ended == cudaSuccess && cudaGraphInstantiate(&r.graphs[i], g, 0) == cudaSuccess &&
+        cudaGraphLaunch(r.graphs[i], r.stream) == cudaSuccess) {
+      // warmed up
+    } else {
+      best[i] = unusable;
+      static_cast<void>(cudaGetLastError());  // a refused candidate is not the caller's error
+    }
+    if (g) cudaGraphDestroy(g);
+  }
+  for (int round = 0; round < 3; ++round)
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      if (best[i] == unusable) continue;
+      LOOM_CUDA_CHECK(cudaEventRecord(r.start, r.stream));
+      LOOM_CUDA_CHECK(cudaGraphLaunch(r.graphs[i], r.stream));
+      LOOM_CUDA_CHECK(cudaEventRecord(r.stop, r.stream));
+      LOOM_CUDA_CHECK(cudaEventSynchronize(r.stop));
+      float ms = 0;
+      LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, r.start, r.stop));
+      best[i] = std::min(best[i], ms / static_cast<float>(runs));
+    }
+  std::size_t fastest = 0;
+  for (std::size_t i = 1; i < candidates.size(); ++i)
+    if (best[i] != unusable && (best[fastest] == unusable || best[i] < best[fastest])) fastest = i;
+  constexpr float noise = 0.97f;
+  const std::size_t kept = best[0] != unusable && best[fastest] > noise * best[0] ? 0 : fastest;
+  return candidates[kept];
+}
+
+// Bytes from an operand's first element to one past its last.
+template <class T>
+std::size_t operand_bytes(const blas_operand& o, index_t batch) {
+  const index_t last = (batch - 1) * o.batch_stride + (o.cols - 1) * o.ld + o.rows;
+  return static_cast<std::size_t>(last) * sizeof(T);
 }
 
 /// Runs a planned GEMM on loom::current_stream(): one cublasLtMatmul (strided-batched when batch > 1), plus the
@@ -310,7 +468,8 @@ bool cublaslt_matmul(const gemm_plan& p, const gemm_options& o, const Bias* bias
                    byte_alignment(p.y.data, p.y.ld * ei, p.y.batch_stride * ei),
                    byte_alignment(p.d.data, p.d.ld * es, p.d.batch_stride * es),
                    bias ? byte_alignment(bias, 0, 0) : 0,
-                   p.aux ? byte_alignment(p.aux, p.d.ld * es, 0) : 0};
+                   p.aux ? byte_alignment(p.aux, p.d.ld * es, 0) : 0,
+                   static_cast<std::int64_t>(gemm_algorithm())};
   lt_context& ctx = lt_context_for(device);
   auto& slot = ctx.plans()[key];
   if constexpr (fp8<In>) {
@@ -319,8 +478,16 @@ bool cublaslt_matmul(const gemm_plan& p, const gemm_options& o, const Bias* bias
     LOOM_CHECK(aligned(scales.x) && aligned(scales.y) && (!fp8<Out> || aligned(scales.d)),
                "matmul: fp8 operands and results need their scales at 16-byte aligned device addresses");
   }
-  if (!slot) slot = make_lt_plan<In, Out, Bias>(ctx.handle(), key, p, bias, scales);
-  const lt_plan& plan = *slot;
+  const cudaStream_t stream = current_stream();
+  // A problem first met during CUDA-graph capture cannot be timed (nothing runs until the graph is launched).
+  std::vector<cublasLtMatmulAlgo_t> candidates;
+  if (!slot) {
+    const bool timed =
+        static_cast<gemm_algorithm_choice>(key.choice) == gemm_algorithm_choice::timed && !stream_capturing(stream);
+    slot = make_lt_plan<In, Out, Bias>(ctx.handle(), key, p, bias, scales, timed ? max_timed_candidates : 1,
+                                       candidates);
+  }
+  lt_plan& plan = *slot;
   if (!plan.supported) return false;
   if constexpr (fp8<In>) {
     LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scales.x,
@@ -338,11 +505,14 @@ bool cublaslt_matmul(const gemm_plan& p, const gemm_options& o, const Bias* bias
     LOOM_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p.aux, sizeof(p.aux)));
   const float alpha = static_cast<float>(o.alpha), beta = static_cast<float>(o.beta);
-  const cudaStream_t stream = current_stream();
   void* d = const_cast<void*>(p.d.data);
   // A C whose type differs from D's (an fp8 D) is not read (beta = 0) and passed as null: cuBLASLt answers
   // INVALID_VALUE for C = D with different layouts (measured, cuBLAS 13.1 on H100).
   LOOM_CHECK(!plan.c || beta == 0.0f, "matmul: an fp8 result cannot accumulate into c (beta must be 0)");
+  if (candidates.size() > 1)
+    plan.algo = fastest_lt_algorithm(ctx, device, plan, candidates, &alpha, &beta, {p.x.data, p.y.data, d},
+                                     operand_bytes<In>(p.x, p.batch), operand_bytes<In>(p.y, p.batch),
+                                     operand_bytes<Out>(p.d, p.batch), stream);
   LOOM_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), plan.desc, &alpha, p.x.data, plan.x, p.y.data, plan.y, &beta,
                                    plan.c ? nullptr : d, plan.c ? plan.c : plan.d, d, plan.d, &plan.algo,
                                    ctx.workspace(stream), cublaslt_workspace_bytes, stream));

@@ -461,19 +461,23 @@ inline index_t ln_backward_block_cap(index_t rows) {
   return std::max<index_t>(1, std::min(rows, index_t(sm_count()) * 32));
 }
 
-/// Persistent grid size of the backward kernel that will run for (rows, n).
 /// Vectors per lane of the backward warp path, or 0 when it does not apply: the dgamma/dbeta slices of 4 warps
-/// hold 2 * 4 * 32 * (columns per lane) floats of shared memory, at most 48 KiB (bf16/f16 rows up to 1536; with the
-/// sublayer's sum, 3 slices: up to 1024, wider rows then take the block kernel).
+/// hold 2 * 4 * 32 * (columns per lane) floats of shared memory, at most 48 KiB (bf16/f16 rows up to 1536). With
+/// `sub_sum` (the sublayer gradient's column sum too) 3 slices: up to 1024, wider rows then take the block kernel.
 template <class T>
-index_t ln_backward_vectors_per_lane(index_t n, bool vector_ok) {
+index_t ln_backward_vectors_per_lane(index_t n, bool vector_ok, bool sub_sum = false) {
   const index_t per_lane = vector_ok ? ceil_div(n / vec_width<T>, 32) : 0;
-  return per_lane * vec_width<T> <= ln_backward_max_columns ? per_lane : 0;
+  const index_t columns = per_lane * vec_width<T>;
+  if (columns > ln_backward_max_columns) return 0;
+  return !sub_sum || ln_backward_sums(static_cast<int>(columns)) == 3 ? per_lane : 0;
 }
 
+/// Persistent grid size of the backward kernel that will run for (rows, n); `warp_path` receives whether it is the
+/// warp kernel.
 template <class T, bool Drop = false>
-index_t ln_backward_blocks(index_t rows, index_t n, bool vector_ok, bool* warp_path = nullptr) {
-  const index_t per_lane = ln_backward_vectors_per_lane<T>(n, vector_ok);
+index_t ln_backward_blocks(index_t rows, index_t n, bool vector_ok, bool* warp_path = nullptr,
+                           bool sub_sum = false) {
+  const index_t per_lane = ln_backward_vectors_per_lane<T>(n, vector_ok, sub_sum);
   index_t blocks = 0;
   const bool warp = per_lane > 0 && with_vectors_per_lane(per_lane, [&]<int VPT>() {
     // Occupancy is a property of the instantiation: ask the driver once per thread.
@@ -523,17 +527,9 @@ void cuda_layer_norm_backward(const row_view<T>& dy, const row_view<T>& x, const
   index_t blocks = 0;
   const auto launch = [&]<bool Drop>() {
     bool warp = false;
-    blocks = ln_backward_blocks<T, Drop>(rows, n, vector_ok, &warp);
-    // The warp kernel keeps a third column sum only where its shared memory holds one.
-    if (warp && p.sub_sum && ln_backward_sums(static_cast<int>(ln_backward_vectors_per_lane<T>(n, vector_ok)) *
-                                              vec_width<T>) < 3) {
-      warp = false;
-      blocks = std::clamp<index_t>(std::min(rows, resident_blocks(ln_backward_block_kernel<T, Drop>,
-                                                                  row_block_threads(n))),
-                                   1, ln_backward_block_cap(rows));
-    }
+    blocks = ln_backward_blocks<T, Drop>(rows, n, vector_ok, &warp, p.sub_sum);
     if (warp) {
-      with_vectors_per_lane(ln_backward_vectors_per_lane<T>(n, vector_ok), [&]<int VPT>() {
+      with_vectors_per_lane(ln_backward_vectors_per_lane<T>(n, vector_ok, p.sub_sum), [&]<int VPT>() {
         if constexpr (VPT * vec_width<T> <= ln_backward_max_columns)
           ln_backward_warp_kernel<T, VPT, Drop>
               <<<static_cast<unsigned>(blocks), 32 * ln_warps_per_block, 0, stream>>>(p, rows);

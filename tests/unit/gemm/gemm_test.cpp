@@ -6,6 +6,7 @@
 #include <cmath>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -326,50 +327,84 @@ TEMPLATE_LIST_TEST_CASE("matmul bias, bias+gelu (erf) and bias+gelu (tanh) epilo
       }
 }
 
+namespace {
+// dW = beta * c + dy^T x and db = the column sums of dy from one bias_grad call (dy [k, m] with transpose_a, else an
+// [m, k] view), against fp64; db starts as NaN, so a bias gradient never written fails.
+template <class T>
+void check_bias_grad(index_t k, index_t m, index_t n, bool ta, double beta, std::uint32_t seed) {
+  INFO(type_name<T>() << " k=" << k << " m=" << m << " n=" << n << " ta=" << ta << " beta=" << beta);
+  std::mt19937 rng(seed);
+  const auto hdy = random_tensor<T>(ta ? loom::shape{k, m} : loom::shape{m, k}, rng);
+  const auto hx = random_tensor<T>({k, n}, rng);
+  const auto hc = random_tensor<T>({m, n}, rng);
+  tensor<T, host> hbias({m});
+  for (index_t i = 0; i < m; ++i) hbias.data()[i] = loom::convert<T>(std::numeric_limits<float>::quiet_NaN());
+  const auto dy = to_device(hdy), x = to_device(hx), c = to_device(hc), bias = to_device(hbias);
+  loom::matmul(dy, x, c, {.transpose_a = ta, .beta = beta, .epilogue = gemm_epilogue::bias_grad}, bias);
+  const auto out = to_host(c), db = to_host(bias);
+  double num = 0, den = 0, bnum = 0, bden = 0;
+  for (index_t i = 0; i < m; ++i) {
+    double col = 0;
+    for (index_t p = 0; p < k; ++p) col += value(hdy, 0, ta ? p : i, ta ? i : p);
+    const double got = loom::convert<double>(db.data()[i]);
+    bnum += (got - col) * (got - col);
+    bden += col * col;
+    for (index_t j = 0; j < n; ++j) {
+      double s = beta * value(hc, 0, i, j);
+      for (index_t p = 0; p < k; ++p) s += value(hdy, 0, ta ? p : i, ta ? i : p) * value(hx, 0, p, j);
+      const double v = value(out, 0, i, j);
+      num += (v - s) * (v - s);
+      den += s * s;
+    }
+  }
+  const double err = std::sqrt(num / den), berr = std::sqrt(bnum / bden);
+  INFO("dW relative error " << err << ", db relative error " << berr);
+  CHECK(std::isfinite(berr));
+  CHECK(err <= tolerance<T>(false));
+  CHECK(berr <= tolerance<T>(false));
+}
+}  // namespace
+
 TEMPLATE_LIST_TEST_CASE("matmul bias_grad epilogue: dW = dy^T x and db = column sums of dy", "[gemm]", gemm_types) {
-  using T = TestType;
   // {rows of dy (k), outputs (m), inputs (n)}: BERT-like multiples of 8 (cuBLASLt's fused BGRADB) and odd sizes
   // (no fused algorithm: matmul splits the work), with dy given as [k, m] (transpose_a) or as an [m, k] view.
   const index_t sizes[][3] = {{256, 96, 64}, {512, 64, 192}, {7, 37, 101}, {33, 2, 64}, {1, 8, 8}};
   std::uint32_t seed = 350;
   for (const auto& sz : sizes)
     for (bool ta : {true, false})
-      for (double beta : {0.0, 0.5}) {
-        const index_t k = sz[0], m = sz[1], n = sz[2];
-        INFO(type_name<T>() << " k=" << k << " m=" << m << " n=" << n << " ta=" << ta << " beta=" << beta);
-        std::mt19937 rng(seed++);
-        const auto hdy = random_tensor<T>(ta ? loom::shape{k, m} : loom::shape{m, k}, rng);
-        const auto hx = random_tensor<T>({k, n}, rng);
-        const auto hc = random_tensor<T>({m, n}, rng);
-        tensor<T, host> hbias({m});
-        for (index_t i = 0; i < m; ++i) hbias.data()[i] = loom::convert<T>(std::numeric_limits<float>::quiet_NaN());
-        const auto dy = to_device(hdy), x = to_device(hx), c = to_device(hc), bias = to_device(hbias);
-        loom::matmul(dy, x, c, {.transpose_a = ta, .beta = beta, .epilogue = gemm_epilogue::bias_grad}, bias);
-        const auto out = to_host(c), db = to_host(bias);
-        double num = 0, den = 0, bnum = 0, bden = 0;
-        for (index_t i = 0; i < m; ++i) {
-          double col = 0;
-          for (index_t p = 0; p < k; ++p) col += value(hdy, 0, ta ? p : i, ta ? i : p);
-          const double got = loom::convert<double>(db.data()[i]);
-          bnum += (got - col) * (got - col);
-          bden += col * col;
-          for (index_t j = 0; j < n; ++j) {
-            double s = beta * value(hc, 0, i, j);
-            for (index_t p = 0; p < k; ++p) s += value(hdy, 0, ta ? p : i, ta ? i : p) * value(hx, 0, p, j);
-            const double v = value(out, 0, i, j);
-            num += (v - s) * (v - s);
-            den += s * s;
-          }
-        }
-        const double err = std::sqrt(num / den), berr = std::sqrt(bnum / bden);
-        INFO("dW relative error " << err << ", db relative error " << berr);
-        CHECK(std::isfinite(berr));
-        CHECK(err <= tolerance<T>(false));
-        CHECK(berr <= tolerance<T>(false));
-      }
+      for (double beta : {0.0, 0.5}) check_bias_grad<TestType>(sz[0], sz[1], sz[2], ta, beta, seed++);
 }
 
 double gelu_tanh64(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+
+namespace {
+// y = gelu_tanh(x W^T + b) with aux = x W^T + b (a linear layer's forward, bias_gelu_tanh_aux), against fp64.
+template <class T>
+void check_gelu_aux(index_t rows, index_t in, index_t out, std::uint32_t seed) {
+  INFO(type_name<T>() << " rows=" << rows << " in=" << in << " out=" << out);
+  std::mt19937 rng(seed);
+  const auto hx = random_tensor<T>({rows, in}, rng), hw = random_tensor<T>({out, in}, rng);
+  const auto hb = random_tensor<T>({out}, rng);
+  const auto x = to_device(hx), w = to_device(hw), b = to_device(hb);
+  tensor<T, device> y({rows, out}), aux({rows, out});
+  loom::matmul(x, w, y, {.transpose_b = true, .epilogue = gemm_epilogue::bias_gelu_tanh_aux, .aux = aux.data()}, b);
+  const auto hy = to_host(y), haux = to_host(aux);
+  double num = 0, den = 0, anum = 0, aden = 0;
+  for (index_t i = 0; i < rows; ++i)
+    for (index_t j = 0; j < out; ++j) {
+      double pre = value(hb.reshape({1, out}), 0, 0, j);
+      for (index_t p = 0; p < in; ++p) pre += value(hx, 0, i, p) * value(hw, 0, j, p);
+      const double g = gelu_tanh64(pre);
+      num += (value(hy, 0, i, j) - g) * (value(hy, 0, i, j) - g);
+      den += g * g;
+      anum += (value(haux, 0, i, j) - pre) * (value(haux, 0, i, j) - pre);
+      aden += pre * pre;
+    }
+  INFO("forward: GELU relative error " << std::sqrt(num / den) << ", saved input " << std::sqrt(anum / aden));
+  CHECK(std::sqrt(num / den) <= tolerance<T>(false));
+  CHECK(std::sqrt(anum / aden) <= tolerance<T>(false));
+}
+}  // namespace
 
 TEMPLATE_LIST_TEST_CASE("matmul bias_gelu_tanh_aux epilogue: GELU (tanh) and its input kept for backward", "[gemm]",
                         gemm_types) {
@@ -378,32 +413,7 @@ TEMPLATE_LIST_TEST_CASE("matmul bias_gelu_tanh_aux epilogue: GELU (tanh) and its
   // dimension); odd token counts.
   const index_t sizes[][3] = {{64, 48, 96}, {37, 96, 192}, {256, 128, 64}, {5, 16, 8}};
   std::uint32_t seed = 380;
-  for (const auto& sz : sizes) {
-    const index_t rows = sz[0], in = sz[1], out = sz[2];
-    INFO(type_name<T>() << " rows=" << rows << " in=" << in << " out=" << out);
-    std::mt19937 rng(seed++);
-    // y = gelu_tanh(x W^T + b), aux = x W^T + b (as a linear layer's forward).
-    const auto hx = random_tensor<T>({rows, in}, rng), hw = random_tensor<T>({out, in}, rng);
-    const auto hb = random_tensor<T>({out}, rng);
-    const auto x = to_device(hx), w = to_device(hw), b = to_device(hb);
-    tensor<T, device> y({rows, out}), aux({rows, out});
-    loom::matmul(x, w, y, {.transpose_b = true, .epilogue = gemm_epilogue::bias_gelu_tanh_aux, .aux = aux.data()}, b);
-    const auto hy = to_host(y), haux = to_host(aux);
-    double num = 0, den = 0, anum = 0, aden = 0;
-    for (index_t i = 0; i < rows; ++i)
-      for (index_t j = 0; j < out; ++j) {
-        double pre = value(hb.reshape({1, out}), 0, 0, j);
-        for (index_t p = 0; p < in; ++p) pre += value(hx, 0, i, p) * value(hw, 0, j, p);
-        const double g = gelu_tanh64(pre);
-        num += (value(hy, 0, i, j) - g) * (value(hy, 0, i, j) - g);
-        den += g * g;
-        anum += (value(haux, 0, i, j) - pre) * (value(haux, 0, i, j) - pre);
-        aden += pre * pre;
-      }
-    INFO("forward: GELU relative error " << std::sqrt(num / den) << ", saved input " << std::sqrt(anum / aden));
-    CHECK(std::sqrt(num / den) <= tolerance<T>(false));
-    CHECK(std::sqrt(anum / aden) <= tolerance<T>(false));
-  }
+  for (const auto& sz : sizes) check_gelu_aux<T>(sz[0], sz[1], sz[2], seed++);
   // The aux buffer is required by this epilogue and refused by the others.
   tensor<T, device> a({8, 8}), c({8, 8}), bias({8});
   CHECK_THROWS_WITH(loom::matmul(a, a, c, {.epilogue = gemm_epilogue::bias_gelu_tanh_aux}, bias),
@@ -641,4 +651,100 @@ TEST_CASE("cuda matmul called from a host-compiled translation unit", "[gemm][cu
     CHECK(std::memcmp(h1.data(), h2.data(), sizeof(bf16) * 65 * 63) == 0);
   }
 }
+
+namespace {
+// Sets the process's GEMM algorithm choice for one scope.
+struct algorithm_choice_guard {
+  loom::gemm_algorithm_choice before = loom::gemm_algorithm();
+  explicit algorithm_choice_guard(loom::gemm_algorithm_choice c) { loom::set_gemm_algorithm_choice(c); }
+  ~algorithm_choice_guard() { loom::set_gemm_algorithm_choice(before); }
+};
+}  // namespace
+
+// The whole file runs under the timed choice too: `LOOM_TEST_GEMM_ALGORITHM=timed gpu_gemm_tests` (the device
+// scripts run it both ways). The cases below run it whatever the environment says.
+[[maybe_unused]] static const bool gemm_algorithm_from_environment = [] {
+  if (const char* v = std::getenv("LOOM_TEST_GEMM_ALGORITHM")) {
+    const auto c = loom::parse_gemm_algorithm_choice(v);
+    LOOM_CHECK(c.has_value(), std::string("LOOM_TEST_GEMM_ALGORITHM must be heuristic or timed, got ") + v);
+    loom::set_gemm_algorithm_choice(*c);
+  }
+  return true;
+}();
+
+TEMPLATE_LIST_TEST_CASE("cuda matmul, timed algorithm choice: BERT's shapes match fp64, c accumulated once",
+                        "[gemm][cuda]", gemm_types) {
+  const algorithm_choice_guard timed(loom::gemm_algorithm_choice::timed);
+  std::uint32_t seed = 1000;
+  // A layer's projections at batch 1 (128 tokens: few output tiles, where the heuristic's first answer is weakest)
+  // and their weight gradients accumulated with beta = 1: the candidates must not add into c before the call does.
+  for (index_t tokens : {128, 512}) {
+    gemm_case qkv{.m = tokens, .k = 768, .n = 2304};
+    qkv.opts.transpose_b = true;
+    qkv.opts.epilogue = gemm_epilogue::bias;
+    run_case<TestType>(qkv, seed++);
+    gemm_case down{.m = tokens, .k = 3072, .n = 768};
+    down.opts.epilogue = gemm_epilogue::bias_gelu;
+    run_case<TestType>(down, seed++);
+    gemm_case wgrad{.m = 768, .k = tokens, .n = 768, .lc = layout::padded};
+    wgrad.opts.transpose_a = true;
+    wgrad.opts.beta = 1.0;
+    run_case<TestType>(wgrad, seed++);
+    gemm_case scaled{.batch = 3, .m = tokens, .k = 64, .n = 96};
+    scaled.opts.alpha = 0.5;
+    scaled.opts.beta = -1.0;
+    run_case<TestType>(scaled, seed++);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("cuda matmul, timed algorithm choice: the bias_grad and aux epilogues still write their "
+                        "outputs", "[gemm][cuda]", gemm_types) {
+  const algorithm_choice_guard timed(loom::gemm_algorithm_choice::timed);
+  // A layer's forward with GELU's input saved, and its weight gradient with the bias gradient fused, accumulated
+  // (beta = 1) and not.
+  check_gelu_aux<TestType>(512, 256, 384, 1100);
+  check_bias_grad<TestType>(512, 384, 256, true, 1.0, 1101);
+  check_bias_grad<TestType>(512, 384, 256, true, 0.0, 1102);
+}
+
+TEST_CASE("cuda matmul, timed algorithm choice: a problem first met in CUDA-graph capture takes the heuristic's",
+          "[gemm][cuda]") {
+  const algorithm_choice_guard timed(loom::gemm_algorithm_choice::timed);
+  std::mt19937 rng(1200);
+  const index_t m = 200, k = 328, n = 136;  // a shape no other case plans
+  const auto ha = random_tensor<f16>({m, k}, rng), hb = random_tensor<f16>({k, n}, rng);
+  const auto a = to_device(ha), b = to_device(hb);
+  tensor<f16, device> c({m, n});
+  loom::cuda_stream s;
+  loom::stream_guard g(s);
+  cudaGraph_t graph = nullptr;
+  LOOM_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  // Timing here would synchronise a capturing stream: the capture would be invalidated and EndCapture fail.
+  loom::matmul(a, b, c);
+  REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  LOOM_CUDA_CHECK(cudaGraphLaunch(exec, s));
+  const auto out = to_host(c);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  tensor<f16, host> c0({m, n});
+  const auto ref = reference(ha, hb, c0, gemm_options{}, static_cast<const f16*>(nullptr));
+  double num = 0, den = 0;
+  for (index_t i = 0; i < m * n; ++i) {
+    const double r = ref[static_cast<std::size_t>(i)], d = loom::convert<double>(out.data()[i]) - r;
+    num += d * d;
+    den += r * r;
+  }
+  CHECK(std::sqrt(num / den) <= tolerance<f16>(false));
+}
 #endif
+
+TEST_CASE("gemm algorithm choice: names and parsing", "[gemm]") {
+  CHECK(loom::name(loom::gemm_algorithm_choice::heuristic) == "heuristic");
+  CHECK(loom::name(loom::gemm_algorithm_choice::timed) == "timed");
+  CHECK(loom::parse_gemm_algorithm_choice("timed") == loom::gemm_algorithm_choice::timed);
+  CHECK(loom::parse_gemm_algorithm_choice("heuristic") == loom::gemm_algorithm_choice::heuristic);
+  CHECK_FALSE(loom::parse_gemm_algorithm_choice("fastest").has_value());
+  CHECK_FALSE(loom::parse_gemm_algorithm_choice("").has_value());
+}
