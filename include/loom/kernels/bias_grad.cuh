@@ -41,16 +41,6 @@ __device__ LOOM_FORCEINLINE void finish_column_sums(unsigned* counter, unsigned 
   if (threadIdx.x == 0) *counter = 0;
 }
 
-/// mapped_dy with the map known at compile time (one derivative's code per instantiation) and the hardware's
-/// conversions: the same values.
-template <dy_map Map, class T>
-__device__ LOOM_FORCEINLINE float mapped_dy_device(T dy, T pre) {
-  const float d = widen(dy);
-  if constexpr (Map == dy_map::none) return d;
-  else if constexpr (Map == dy_map::gelu) return round_to<T>(d * op::gelu_grad{}(widen(pre)));
-  else return round_to<T>(d * op::gelu_tanh_grad{}(widen(pre)));
-}
-
 // Four blocks per SM (at most 64 registers): the GELU derivative is ~40 instructions per element, so the pass needs
 // warps to hide their latency as much as it needs loads in flight.
 template <class T, class G, dy_map Map>
@@ -90,7 +80,7 @@ __global__ void __launch_bounds__(32 * bias_block_warps, 4)
         for (int k = 0; k < V; ++k) {
           float v;
           if constexpr (mapped) {
-            v = mapped_dy_device<Map>(dp[i].v[k], xp[i].v[k]);
+            v = mapped_dy<Map>(dp[i].v[k], xp[i].v[k]);
             dp[i].v[k] = narrow<T>(v);
           } else {
             v = widen(dp[i].v[k]);
@@ -107,7 +97,7 @@ __global__ void __launch_bounds__(32 * bias_block_warps, 4)
       T* d = dy + r * dy_stride + c0;
       const T* x = mapped ? pre + r * pre_stride + c0 : nullptr;
       for (int k = 0; k < V && c0 + k < n; ++k) {
-        const float v = mapped_dy_device<Map>(d[k], mapped ? x[k] : T(0.0f));
+        const float v = mapped_dy<Map>(d[k], mapped ? x[k] : T(0.0f));
         if constexpr (mapped) d[k] = narrow<T>(v);
         acc[k] += v;
       }
@@ -158,11 +148,7 @@ void cuda_bias_grad(dy_map map, const row_view<T>& dy, const row_view<T>& pre, G
     bias_grad_kernel<T, G, Map><<<grid, 32 * bias_block_warps, 0, current_stream()>>>(
         dy.data, dy_stride, pre.data, pre_stride, dy.rows, dy.n, vec_ok, db, accumulate, counters, partial);
   };
-  switch (map) {
-    case dy_map::none: launch.template operator()<dy_map::none>(); break;
-    case dy_map::gelu: launch.template operator()<dy_map::gelu>(); break;
-    case dy_map::gelu_tanh: launch.template operator()<dy_map::gelu_tanh>(); break;
-  }
+  with_dy_map(map, launch);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 

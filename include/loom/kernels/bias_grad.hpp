@@ -47,29 +47,48 @@ inline std::size_t cuda_bias_grad_workspace_bytes(index_t rows, index_t n) {
          static_cast<std::size_t>(chunks) * static_cast<std::size_t>(n) * sizeof(float);
 }
 
-/// One element of dy after the map, rounded to T: what the pass stores and what the sum adds.
-template <class T>
-LOOM_HOST_DEVICE LOOM_FORCEINLINE compute_t<T> mapped_dy(dy_map map, T dy, T pre) {
+/// One element of dy after the map, rounded to T: what the pass stores and what the sum adds. The host and the CUDA
+/// kernel both compute it here (convert uses the hardware's conversions in device code); the map is a template
+/// parameter, so a kernel compiles one derivative.
+template <dy_map Map, class T>
+LOOM_HOST_DEVICE LOOM_FORCEINLINE compute_t<T> mapped_dy(T dy, [[maybe_unused]] T pre) {
   using C = compute_t<T>;
   const C d = convert<C>(dy);
-  if (map == dy_map::none) return d;
-  const C x = convert<C>(pre);
-  const C g = map == dy_map::gelu ? op::gelu_grad{}(x) : op::gelu_tanh_grad{}(x);
-  return convert<C>(convert<T>(d * g));
+  if constexpr (Map == dy_map::none) {
+    return d;
+  } else {
+    const C x = convert<C>(pre);
+    C g;
+    if constexpr (Map == dy_map::gelu) g = op::gelu_grad{}(x);
+    else g = op::gelu_tanh_grad{}(x);
+    return convert<C>(convert<T>(d * g));
+  }
+}
+
+/// Calls f.template operator()<M>() with M = map, known at compile time there.
+template <class F>
+void with_dy_map(dy_map map, F&& f) {
+  switch (map) {
+    case dy_map::none: f.template operator()<dy_map::none>(); return;
+    case dy_map::gelu: f.template operator()<dy_map::gelu>(); return;
+    case dy_map::gelu_tanh: f.template operator()<dy_map::gelu_tanh>(); return;
+  }
 }
 
 template <class T, class G>
 void host_bias_grad(dy_map map, const row_view<T>& dy, const row_view<T>& pre, G* db, bool accumulate) {
   std::vector<double> sum(static_cast<std::size_t>(dy.n), 0.0);
-  for (index_t r = 0; r < dy.rows; ++r) {
-    T* d = dy.row(r);
-    const T* x = map == dy_map::none ? nullptr : pre.row(r);
-    for (index_t c = 0; c < dy.n; ++c) {
-      const compute_t<T> v = mapped_dy(map, d[c], x ? x[c] : T(0.0f));
-      if (map != dy_map::none) d[c] = convert<T>(v);
-      sum[static_cast<std::size_t>(c)] += static_cast<double>(v);
+  with_dy_map(map, [&]<dy_map Map>() {
+    for (index_t r = 0; r < dy.rows; ++r) {
+      T* d = dy.row(r);
+      const T* x = Map == dy_map::none ? nullptr : pre.row(r);
+      for (index_t c = 0; c < dy.n; ++c) {
+        const compute_t<T> v = mapped_dy<Map>(d[c], x ? x[c] : T(0.0f));
+        if constexpr (Map != dy_map::none) d[c] = convert<T>(v);
+        sum[static_cast<std::size_t>(c)] += static_cast<double>(v);
+      }
     }
-  }
+  });
   if (!db) return;
   // The sum is rounded to the accumulation type before it is added: accumulating micro-batches then gives the bits
   // of summing each micro-batch's gradient apart (ZeRO's reduction), as the GEMMs' beta = 1 does.
