@@ -1,6 +1,7 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
-// Checks only a GPU can make: loom's host conversions equal CUDA's own, and random streams equal the host's.
+// Checks only a GPU can make: loom's host conversions equal CUDA's own, random streams equal the host's, and
+// kernels started by a programmatic dependent launch see all of the previous kernel's writes.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -17,6 +18,14 @@ __global__ void cuda_conversions(const float* in, std::uint16_t* h, std::uint16_
   if (i >= n) return;
   h[i] = std::bit_cast<std::uint16_t>(__float2half_rn(in[i]));
   b[i] = std::bit_cast<std::uint16_t>(__float2bfloat16_rn(in[i]));
+}
+
+// out[i] = in[n - 1 - i] + 1: every block reads what other blocks of the previous kernel wrote.
+__global__ void reversed_plus_one(const float* in, float* out, index_t n) {
+  loom::detail::wait_for_previous_kernel();
+  for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<index_t>(gridDim.x) * blockDim.x)
+    out[i] = in[n - 1 - i] + 1.0f;
 }
 }  // namespace
 
@@ -69,4 +78,54 @@ TEST_CASE("random streams are identical on host and CUDA", "[random][gpu]") {
   }
   REQUIRE(differ_u == 0);
   REQUIRE(differ_n == 0);
+}
+
+TEST_CASE("kernels started by a dependent launch see the previous kernel's writes, eagerly and in a CUDA graph",
+          "[launch][gpu]") {
+  // 1,000 back-to-back short kernels, each reading its predecessor's output across blocks (launch_dependent), then
+  // 1,000 of loom's own elementwise kernels in place (they launch the same way on sm_90+): any step that started
+  // before its predecessor's writes were visible leaves a value below the count.
+  const index_t n = (1 << 18) + 3;
+  const int steps = 1000;
+  tensor<float, loom::cuda> a({n}), b({n});
+  a = 0.0f;
+  cudaStream_t stream = loom::current_stream();
+  const auto chain = [&] {
+    for (int k = 0; k < steps / 2; ++k) {
+      loom::detail::launch_dependent(reversed_plus_one, 132, 256, 0, stream, a.data(), b.data(), n);
+      loom::detail::launch_dependent(reversed_plus_one, 132, 256, 0, stream, b.data(), a.data(), n);
+    }
+    LOOM_CUDA_CHECK_LAUNCH();
+    for (int k = 0; k < steps; ++k) a = a + 1.0f;
+  };
+  chain();
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  auto h = loom::to<loom::host>(a);
+  index_t wrong = 0;
+  for (index_t i = 0; i < n; ++i) wrong += h.data()[i] != 2.0f * steps;
+  REQUIRE(wrong == 0);
+
+  a = 0.0f;
+  cudaStream_t capture = nullptr;
+  LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&capture, cudaStreamNonBlocking));
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  {
+    const loom::stream_guard guard(capture);
+    stream = capture;
+    LOOM_CUDA_CHECK(cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal));
+    chain();
+    LOOM_CUDA_CHECK(cudaStreamEndCapture(capture, &graph));
+  }
+  LOOM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 3; ++replay) LOOM_CUDA_CHECK(cudaGraphLaunch(exec, capture));
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(capture));
+  h = loom::to<loom::host>(a);
+  wrong = 0;
+  for (index_t i = 0; i < n; ++i) wrong += h.data()[i] != 3 * 2.0f * steps;
+  LOOM_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  LOOM_CUDA_CHECK(cudaGraphDestroy(graph));
+  LOOM_CUDA_CHECK(cudaStreamDestroy(capture));
+  REQUIRE(wrong == 0);
 }

@@ -11,6 +11,7 @@
 #include <bit>
 #include <cstdint>
 
+#include "../core/cuda_dependent_launch.cuh"
 #include "attention.hpp"
 
 namespace loom::detail::attn {
@@ -298,6 +299,7 @@ __global__ void __launch_bounds__(32 * Warps, MinBlocks) attention_forward_mma_k
   // [buffer][K, V]; Q (BM rows) first goes through buffer 1, which holds BM rows for both 4 and 8 warps.
   __shared__ alignas(16) T s_kv[2][2][BN * LD];
   static_assert(BM <= 2 * BN);
+  wait_for_previous_kernel();
   const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * BM, S = p.seq, H = p.heads;
   const index_t stride = 3 * static_cast<index_t>(H) * D, hidden = static_cast<index_t>(H) * D;
   const auto [first, len, rows] = sequence_rows_of(p, b);
@@ -830,7 +832,7 @@ void forward(const attention_problem& p, cudaStream_t stream) {
       dispatch_mma(p, [&]<int D, bool Drop>() {
         auto go = [&]<int Warps, int MinBlocks>() {
           const dim3 grid((p.seq + 16 * Warps - 1) / (16 * Warps), p.heads, p.batch);
-          attention_forward_mma_kernel<T, D, Drop, Warps, MinBlocks><<<grid, 32 * Warps, 0, stream>>>(p);
+          launch_dependent(attention_forward_mma_kernel<T, D, Drop, Warps, MinBlocks>, grid, 32 * Warps, 0, stream, p);
           LOOM_CUDA_CHECK_LAUNCH();
         };
         switch (v) {

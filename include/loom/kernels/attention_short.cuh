@@ -55,6 +55,7 @@ LOOM_DEVICE LOOM_FORCEINLINE void short_bias_sums(const attention_problem& p, co
 template <class T, int D, bool Dropout>
 __global__ void __launch_bounds__(32 * short_warps, 1) attention_backward_short_kernel(const attention_problem p) {
   constexpr int Threads = 32 * short_warps, R = short_rows, BN = 64, LD = D + 8, LDP = R + 8, KS = D / 16;
+  wait_for_previous_kernel();
   extern __shared__ __align__(16) unsigned char short_smem[];
   T* s_q = reinterpret_cast<T*>(short_smem);
   T* s_k = s_q + R * LD;
@@ -180,7 +181,7 @@ bool launch_backward_short(const attention_problem& p, cudaStream_t stream) {
     configured.fetch_or(bit, std::memory_order_acq_rel);
   }
   const dim3 grid(static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
-  attention_backward_short_kernel<T, D, Dropout><<<grid, 32 * short_warps, bytes, stream>>>(p);
+  launch_dependent(attention_backward_short_kernel<T, D, Dropout>, grid, 32 * short_warps, bytes, stream, p);
   LOOM_CUDA_CHECK_LAUNCH();
   return true;
 }

@@ -47,6 +47,7 @@ template <class T, class G, dy_map Map>
 __global__ void __launch_bounds__(32 * bias_block_warps, 4)
     bias_grad_kernel(T* dy, index_t dy_stride, const T* pre, index_t pre_stride, index_t rows, index_t n, bool vec_ok,
                      G* db, bool accumulate, unsigned* counters, float* partial) {
+  wait_for_previous_kernel();
   constexpr int V = vec_width<T>;
   constexpr index_t BC = bias_block_columns<T>();
   __shared__ float sums[bias_block_warps][BC];
@@ -145,8 +146,8 @@ void cuda_bias_grad(dy_map map, const row_view<T>& dy, const row_view<T>& pre, G
              "bias_grad on CUDA: dy (and pre) must be rows one stride apart; call contiguous() first");
   const index_t dy_stride = dy.lead == 0 ? 0 : dy.str[0], pre_stride = pre.lead == 0 ? 0 : pre.str[0];
   const auto launch = [&]<dy_map Map>() {
-    bias_grad_kernel<T, G, Map><<<grid, 32 * bias_block_warps, 0, current_stream()>>>(
-        dy.data, dy_stride, pre.data, pre_stride, dy.rows, dy.n, vec_ok, db, accumulate, counters, partial);
+    launch_dependent(bias_grad_kernel<T, G, Map>, grid, 32 * bias_block_warps, 0, current_stream(), dy.data, dy_stride,
+                     pre.data, pre_stride, dy.rows, dy.n, vec_ok, db, accumulate, counters, partial);
   };
   with_dy_map(map, launch);
   LOOM_CUDA_CHECK_LAUNCH();

@@ -13,6 +13,7 @@ __global__ void __launch_bounds__(256) cross_entropy_forward_kernel(row_view<con
                                                                     const std::int32_t* labels, stat_t<T>* losses,
                                                                     row_view<stat_t<T>> probs, int* error_flag,
                                                                     std::int32_t ignore_index) {
+  wait_for_previous_kernel();
   using S = stat_t<T>;
   __shared__ S scratch[32];
   const index_t n = logits.n;
@@ -51,6 +52,7 @@ __device__ LOOM_FORCEINLINE float count_labels(const std::int32_t* labels, index
 template <class S>
 __global__ void __launch_bounds__(1024) cross_entropy_mean_kernel(const S* losses, const std::int32_t* labels,
                                                                   index_t rows, S* loss, std::int32_t ignore_index) {
+  wait_for_previous_kernel();
   __shared__ S scratch[32];
   __shared__ float fscratch[32];
   S total = 0;
@@ -65,6 +67,7 @@ __global__ void __launch_bounds__(256) cross_entropy_backward_kernel(row_view<co
                                                                      const std::int32_t* labels, row_view<T> dlogits,
                                                                      float scale, const float* scale_on_device,
                                                                      bool accumulate, std::int32_t ignore_index) {
+  wait_for_previous_kernel();
   using S = stat_t<T>;
   __shared__ float scratch[32];
   if (scale_on_device) scale = device_scaled(scale, scale_on_device);
@@ -93,11 +96,12 @@ void cuda_cross_entropy_forward(const row_view<T>& logits, const std::int32_t* l
   cudaStream_t stream = current_stream();
   if (logits.rows > 0) {
     const auto blocks = static_cast<unsigned>(std::min<index_t>(logits.rows, index_t(sm_count()) * 64));
-    cross_entropy_forward_kernel<T><<<blocks, row_block_threads(logits.n), 0, stream>>>(
-        const_rows(logits), labels, losses, probs, reinterpret_cast<int*>(error_flag), ignore_index);
+    launch_dependent(cross_entropy_forward_kernel<T>, blocks, row_block_threads(logits.n), 0, stream,
+                     const_rows(logits), labels, losses, probs, reinterpret_cast<int*>(error_flag), ignore_index);
     LOOM_CUDA_CHECK_LAUNCH();
   }
-  cross_entropy_mean_kernel<stat_t<T>><<<1, 1024, 0, stream>>>(losses, labels, logits.rows, loss, ignore_index);
+  launch_dependent(cross_entropy_mean_kernel<stat_t<T>>, 1, 1024, 0, stream, losses, labels, logits.rows, loss,
+                   ignore_index);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 
@@ -107,8 +111,8 @@ void cuda_cross_entropy_backward(const row_view<stat_t<T>>& probs, const std::in
                                  bool accumulate, std::int32_t ignore_index) {
   // Few blocks: each counts the whole batch's labels once, then strides over rows.
   const auto blocks = static_cast<unsigned>(std::min<index_t>(probs.rows, index_t(sm_count()) * 4));
-  cross_entropy_backward_kernel<T><<<blocks, row_block_threads(probs.n), 0, current_stream()>>>(
-      const_rows(probs), labels, dlogits, scale, scale_on_device, accumulate, ignore_index);
+  launch_dependent(cross_entropy_backward_kernel<T>, blocks, row_block_threads(probs.n), 0, current_stream(),
+                   const_rows(probs), labels, dlogits, scale, scale_on_device, accumulate, ignore_index);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 

@@ -157,6 +157,7 @@ __device__ LOOM_FORCEINLINE void ln_forward_warp_row(const Source& src, const ln
 template <class T, int VPT, class Source, bool Persistent>
 __global__ void __launch_bounds__(32 * ln_warps_per_block)
     ln_forward_warp_kernel(Source src, ln_out<T> o, index_t rows) {
+  wait_for_previous_kernel();
   index_t r = static_cast<index_t>(blockIdx.x) * ln_warps_per_block + threadIdx.x / 32;
   if (r >= rows) return;
   if constexpr (!Persistent) {
@@ -175,6 +176,7 @@ __global__ void __launch_bounds__(32 * ln_warps_per_block)
 /// One block per row (grid-stride), three passes over global memory: any n, any alignment.
 template <class T, class Source>
 __global__ void __launch_bounds__(256) ln_forward_block_kernel(Source src, ln_out<T> o, index_t rows) {
+  wait_for_previous_kernel();
   using S = stat_t<T>;
   __shared__ S scratch[32];
   const index_t n = o.y.n;
@@ -236,6 +238,7 @@ struct ln_grad {
 template <class T, int VPT, bool Drop>
 __global__ void __launch_bounds__(32 * ln_warps_per_block, ln_backward_min_blocks(VPT, Drop))
     ln_backward_warp_kernel(ln_grad<T> p, index_t rows) {
+  wait_for_previous_kernel();
   using S = stat_t<T>;
   constexpr int V = vec_width<T>;
   constexpr int E = VPT * V;  // columns per lane
@@ -353,6 +356,7 @@ __global__ void __launch_bounds__(32 * ln_warps_per_block, ln_backward_min_block
 /// adds their dgamma/dbeta contributions straight into this block's partial row (no other thread touches them).
 template <class T, bool Drop>
 __global__ void __launch_bounds__(256) ln_backward_block_kernel(ln_grad<T> p, index_t rows) {
+  wait_for_previous_kernel();
   using S = stat_t<T>;
   __shared__ S scratch[32];
   const index_t n = p.x.n;
@@ -416,16 +420,18 @@ void launch_ln_forward(const Source& src, const ln_out<T>& o, index_t rows, bool
       static thread_local const index_t resident =
           resident_blocks(ln_forward_warp_kernel<T, VPT, Source, true>, 32 * ln_warps_per_block);
       const auto blocks = static_cast<unsigned>(std::min(ceil_div(rows, ln_warps_per_block), resident));
-      ln_forward_warp_kernel<T, VPT, Source, true><<<blocks, 32 * ln_warps_per_block, 0, stream>>>(src, o, rows);
+      launch_dependent(ln_forward_warp_kernel<T, VPT, Source, true>, blocks, 32 * ln_warps_per_block, 0, stream, src,
+                       o, rows);
     } else {
       const auto blocks = static_cast<unsigned>(ceil_div(rows, ln_warps_per_block));
-      ln_forward_warp_kernel<T, VPT, Source, false><<<blocks, 32 * ln_warps_per_block, 0, stream>>>(src, o, rows);
+      launch_dependent(ln_forward_warp_kernel<T, VPT, Source, false>, blocks, 32 * ln_warps_per_block, 0, stream, src,
+                       o, rows);
     }
   });
   if (!done) {
     const int threads = row_block_threads(o.y.n);
     const auto blocks = static_cast<unsigned>(std::min<index_t>(rows, index_t(sm_count()) * 64));
-    ln_forward_block_kernel<T, Source><<<blocks, threads, 0, stream>>>(src, o, rows);
+    launch_dependent(ln_forward_block_kernel<T, Source>, blocks, threads, 0, stream, src, o, rows);
   }
   LOOM_CUDA_CHECK_LAUNCH();
 }
@@ -531,11 +537,12 @@ void cuda_layer_norm_backward(const row_view<T>& dy, const row_view<T>& x, const
     if (warp) {
       with_vectors_per_lane(ln_backward_vectors_per_lane<T>(n, vector_ok, p.sub_sum), [&]<int VPT>() {
         if constexpr (VPT * vec_width<T> <= ln_backward_max_columns)
-          ln_backward_warp_kernel<T, VPT, Drop>
-              <<<static_cast<unsigned>(blocks), 32 * ln_warps_per_block, 0, stream>>>(p, rows);
+          launch_dependent(ln_backward_warp_kernel<T, VPT, Drop>, static_cast<unsigned>(blocks),
+                           32 * ln_warps_per_block, 0, stream, p, rows);
       });
     } else {
-      ln_backward_block_kernel<T, Drop><<<static_cast<unsigned>(blocks), row_block_threads(n), 0, stream>>>(p, rows);
+      launch_dependent(ln_backward_block_kernel<T, Drop>, static_cast<unsigned>(blocks), row_block_threads(n), 0,
+                       stream, p, rows);
     }
   };
   if (with_drop) launch.template operator()<true>();

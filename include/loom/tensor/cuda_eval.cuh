@@ -11,6 +11,7 @@
 
 #include "../core/cuda_allocator.hpp"
 #include "../core/cuda_stream.hpp"
+#include "../core/cuda_dependent_launch.cuh"
 #include "assign.hpp"
 
 namespace loom::detail {
@@ -30,6 +31,7 @@ inline namespace LOOM_KERNEL_NS {
 /// 16 bytes of output per thread per iteration: V = 16 / sizeof(T) elements, loaded and stored as vectors.
 template <class T, int V, class Bound>
 __global__ void __launch_bounds__(256) elementwise_vector_kernel(T* __restrict__ out, Bound b, index_t vectors) {
+  wait_for_previous_kernel();
   for (index_t v = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; v < vectors;
        v += static_cast<index_t>(gridDim.x) * blockDim.x) {
     decltype(b.template at<true>(0, nullptr)) x[V];
@@ -44,6 +46,7 @@ __global__ void __launch_bounds__(256) elementwise_vector_kernel(T* __restrict__
 /// Contiguous operands whose addresses do not allow vectors (or the tail after the vector part).
 template <class T, class Bound>
 __global__ void __launch_bounds__(256) elementwise_flat_kernel(T* __restrict__ out, Bound b, index_t begin, index_t end) {
+  wait_for_previous_kernel();
   for (index_t i = begin + blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < end;
        i += static_cast<index_t>(gridDim.x) * blockDim.x)
     out[i] = convert<T>(b.template at<true>(i, nullptr));
@@ -52,6 +55,7 @@ __global__ void __launch_bounds__(256) elementwise_flat_kernel(T* __restrict__ o
 /// General layout: broadcast or strided operands, strided output. Coordinates from the linear index.
 template <class T, class Bound>
 __global__ void __launch_bounds__(256) elementwise_strided_kernel(strided<T> out, Bound b) {
+  wait_for_previous_kernel();
   const index_t count = out.numel();
   const int r = out.rank();
   for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < count;
@@ -130,18 +134,20 @@ struct evaluator<cuda> {
       if (reinterpret_cast<std::uintptr_t>(out.data()) % 16 == 0 && n.aligned(16)) {
         const index_t vectors = count / V;
         if (vectors > 0) {
-          elementwise_vector_kernel<T, V, Bound><<<grid_for(vectors, threads), threads, 0, stream>>>(out.data(), b, vectors);
+          launch_dependent(elementwise_vector_kernel<T, V, Bound>, grid_for(vectors, threads), threads, 0, stream,
+                           out.data(), b, vectors);
           LOOM_CUDA_CHECK_LAUNCH();
         }
         done = vectors * V;
       }
       if (done < count) {
-        elementwise_flat_kernel<T, Bound><<<grid_for(count - done, threads), threads, 0, stream>>>(out.data(), b, done, count);
+        launch_dependent(elementwise_flat_kernel<T, Bound>, grid_for(count - done, threads), threads, 0, stream,
+                         out.data(), b, done, count);
         LOOM_CUDA_CHECK_LAUNCH();
       }
       return;
     }
-    elementwise_strided_kernel<T, Bound><<<grid_for(count, threads), threads, 0, stream>>>(out.view(), b);
+    launch_dependent(elementwise_strided_kernel<T, Bound>, grid_for(count, threads), threads, 0, stream, out.view(), b);
     LOOM_CUDA_CHECK_LAUNCH();
   }
 

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "../../core/cuda_stream.hpp"
+#include "../../core/cuda_dependent_launch.cuh"
 #include "../../tensor/cuda_eval.cuh"  // defines: LOOM_KERNEL_NS, detail::grid_for
 #include "rows.hpp"
 
@@ -188,6 +189,7 @@ template <class G>
 __global__ void __launch_bounds__(1024) column_reduce_kernel(const float* __restrict__ partial, index_t parts,
                                                              index_t width, row_view<G> out0, row_view<G> out1,
                                                              row_view<G> out2, bool accumulate) {
+  wait_for_previous_kernel();
   __shared__ float tile[32][33];
   const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
   const index_t m = blockIdx.x * 32 + tx;
@@ -236,8 +238,8 @@ void launch_column_reduce(const float* partial, index_t parts, const row_view<G>
                           bool accumulate, cudaStream_t stream, const row_view<G>& out2 = {}) {
   const index_t width = (out0.rows + out1.rows + out2.rows) * out0.n;
   if (width == 0 || (!out0.data && !out1.data && !out2.data)) return;
-  column_reduce_kernel<G><<<static_cast<unsigned>(ceil_div(width, 32)), 1024, 0, stream>>>(partial, parts, width, out0,
-                                                                                        out1, out2, accumulate);
+  launch_dependent(column_reduce_kernel<G>, static_cast<unsigned>(ceil_div(width, 32)), 1024, 0, stream, partial, parts,
+                   width, out0, out1, out2, accumulate);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 

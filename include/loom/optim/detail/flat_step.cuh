@@ -12,6 +12,9 @@
 
 namespace loom::optim::detail {
 
+using loom::detail::launch_dependent;
+using loom::detail::wait_for_previous_kernel;
+
 inline constexpr int flat_threads = 256;
 
 template <class T, int V>
@@ -39,6 +42,7 @@ template <class G>
 __global__ void __launch_bounds__(flat_threads) flat_sum_squares_kernel(const G* __restrict__ grad,
                                                                         const chunk* __restrict__ chunks,
                                                                         double* __restrict__ partials, bool at_state) {
+  wait_for_previous_kernel();
   constexpr int V = 16 / sizeof(G);
   double sum = 0;
   chunk c = chunks[blockIdx.x];
@@ -72,6 +76,7 @@ __global__ void __launch_bounds__(flat_threads) flat_sum_squares_kernel(const G*
 template <int = 0>
 __global__ void __launch_bounds__(flat_threads) flat_finalize_kernel(const double* __restrict__ partials, index_t count,
                                                                      step_scalars* s, inspect_request r) {
+  wait_for_previous_kernel();
   double sum = 0;
   if (r.reduce)
     for (index_t i = threadIdx.x; i < count; i += blockDim.x) sum += partials[i];
@@ -85,6 +90,7 @@ __global__ void __launch_bounds__(flat_threads) flat_finalize_kernel(const doubl
 template <int = 0>
 __global__ void __launch_bounds__(flat_threads) flat_total_kernel(const double* __restrict__ partials, index_t count,
                                                                   double* out) {
+  wait_for_previous_kernel();
   double sum = 0;
   for (index_t i = threadIdx.x; i < count; i += blockDim.x) sum += partials[i];
   using reduce = cub::BlockReduce<double, flat_threads>;
@@ -95,6 +101,7 @@ __global__ void __launch_bounds__(flat_threads) flat_total_kernel(const double* 
 
 template <class Rule>
 __global__ void flat_prologue_kernel(step_scalars* s, Rule rule, double lr) {
+  wait_for_previous_kernel();
   step_prologue(*s, rule, lr);
 }
 
@@ -104,6 +111,7 @@ template <class Rule, class P, class G, int NS>
 __global__ void __launch_bounds__(flat_threads) flat_step_kernel(Rule rule, flat_buffers<P, G, NS> b,
                                                                  const chunk* __restrict__ chunks,
                                                                  const step_scalars* __restrict__ scalars) {
+  wait_for_previous_kernel();
   const step_scalars s = *scalars;
   if (s.skip) return;
   const chunk c = chunks[blockIdx.x];
@@ -157,18 +165,18 @@ void cuda_inspect(const G* grad, const chunk* chunks, index_t chunk_count, doubl
                   const inspect_request& r, const sum_across_ranks* across = nullptr, bool at_state = false) {
   cudaStream_t stream = current_stream();
   if (r.reduce && chunk_count > 0) {
-    flat_sum_squares_kernel<G><<<static_cast<unsigned>(chunk_count), flat_threads, 0, stream>>>(grad, chunks, partials,
-                                                                                               at_state);
+    launch_dependent(flat_sum_squares_kernel<G>, static_cast<unsigned>(chunk_count), flat_threads, 0, stream, grad,
+                     chunks, partials, at_state);
     LOOM_CUDA_CHECK_LAUNCH();
   }
   if (r.reduce && across && *across) {
     // This rank's sum into partials[chunk_count], summed over the ranks there, then finalized from that one value.
-    flat_total_kernel<><<<1, flat_threads, 0, stream>>>(partials, chunk_count, partials + chunk_count);
+    launch_dependent(flat_total_kernel<>, 1, flat_threads, 0, stream, partials, chunk_count, partials + chunk_count);
     LOOM_CUDA_CHECK_LAUNCH();
     (*across)(partials + chunk_count);
-    flat_finalize_kernel<><<<1, flat_threads, 0, stream>>>(partials + chunk_count, 1, s, r);
+    launch_dependent(flat_finalize_kernel<>, 1, flat_threads, 0, stream, partials + chunk_count, index_t{1}, s, r);
   } else {
-    flat_finalize_kernel<><<<1, flat_threads, 0, stream>>>(partials, r.reduce ? chunk_count : 0, s, r);
+    launch_dependent(flat_finalize_kernel<>, 1, flat_threads, 0, stream, partials, r.reduce ? chunk_count : 0, s, r);
   }
   LOOM_CUDA_CHECK_LAUNCH();
 }
@@ -177,10 +185,11 @@ template <class Rule, class P, class G, int NS>
 void cuda_flat_step(const Rule& rule, const flat_buffers<P, G, NS>& b, const chunk* chunks, index_t chunk_count,
                     step_scalars* s, double lr) {
   cudaStream_t stream = current_stream();
-  flat_prologue_kernel<Rule><<<1, 1, 0, stream>>>(s, rule, lr);
+  launch_dependent(flat_prologue_kernel<Rule>, 1, 1, 0, stream, s, rule, lr);
   LOOM_CUDA_CHECK_LAUNCH();
   if (chunk_count == 0) return;
-  flat_step_kernel<Rule, P, G, NS><<<static_cast<unsigned>(chunk_count), flat_threads, 0, stream>>>(rule, b, chunks, s);
+  launch_dependent(flat_step_kernel<Rule, P, G, NS>, static_cast<unsigned>(chunk_count), flat_threads, 0, stream, rule,
+                   b, chunks, s);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 
