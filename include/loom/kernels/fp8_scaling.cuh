@@ -21,6 +21,7 @@ __device__ LOOM_FORCEINLINE std::uint8_t to_fp8(float v) {
 template <class Q, class T, int V>
 __global__ void __launch_bounds__(256) quantize_fp8_kernel(row_view<const T> x, Q* q, const float* scale_p,
                                                           float* amax) {
+  wait_for_previous_kernel();
   __shared__ float scratch[32];
   const float scale = *scale_p;
   const index_t per_row = x.n / V, total = x.rows * per_row;
@@ -53,6 +54,7 @@ __global__ void __launch_bounds__(256) quantize_fp8_kernel(row_view<const T> x, 
 
 template <class Q>
 __global__ void fp8_scale_kernel(float* v, int history, int rule_max, int margin) {
+  wait_for_previous_kernel();
   fp8_scale_step(v, history, Q::max, rule_max, margin);
 }
 
@@ -65,7 +67,7 @@ void cuda_quantize_fp8(const row_view<const T>& x, Q* q, const float* scale, flo
   const auto launch = [&]<int V>() {
     const index_t work = x.rows * (x.n / V);
     const auto blocks = static_cast<unsigned>(std::min<index_t>((work + 255) / 256, 4096));
-    quantize_fp8_kernel<Q, T, V><<<blocks, 256, 0, current_stream()>>>(x, q, scale, amax);
+    launch_dependent(quantize_fp8_kernel<Q, T, V>, blocks, 256, 0, current_stream(), x, q, scale, amax);
   };
   constexpr int v = vec_width<T>;
   if (x.vector_aligned() && (v == 8 || v == 4)) launch.template operator()<v>();
@@ -75,7 +77,7 @@ void cuda_quantize_fp8(const row_view<const T>& x, Q* q, const float* scale, flo
 
 template <class Q>
 void cuda_update_fp8_scale(float* v, int history, int rule_max, int margin) {
-  fp8_scale_kernel<Q><<<1, 1, 0, current_stream()>>>(v, history, rule_max, margin);
+  launch_dependent(fp8_scale_kernel<Q>, 1, 1, 0, current_stream(), v, history, rule_max, margin);
   LOOM_CUDA_CHECK_LAUNCH();
 }
 
