@@ -27,8 +27,9 @@ if [ "${LOOM_SANITIZE:-1}" != 0 ]; then
 fi
 # Without a GPU the CUDA code (loom-bert's CUDA paths, the GPU tests, the CUDA examples) only has to compile here,
 # never to run: nvcc's host -O0 and NVVM and ptxas at -O1 check the same code in 40% of the time (models_bert.cu: 36 s
-# against 89; ptxas alone spent 58 of tensor_reduce.cu's 83 s at -O3). With a GPU it is optimised as a release is.
-cuda_flags=()
+# against 89; ptxas alone spent 58 of tensor_reduce.cu's 83 s at -O3). With a GPU it is optimised as a release is
+# (set explicitly: the cache of a build folder configured without a GPU would keep the flags above).
+cuda_flags=(-DCMAKE_CUDA_FLAGS_RELEASE="-O3 -DNDEBUG")
 if ! nvidia-smi -L >/dev/null 2>&1; then
   cuda_flags=(-DCMAKE_CUDA_FLAGS_RELEASE="-O0 -DNDEBUG -Xcicc -O1 -Xptxas -O1")
 fi
