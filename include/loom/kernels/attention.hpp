@@ -68,7 +68,22 @@ struct attention_problem {
   void* dbias = nullptr;
   bool bias_accumulate = false;
   std::uint8_t* bias_workspace = nullptr;
+  // The dropout keep bits of the tensor-core kernels' warp tiles (cuda_attention_mask_words), or null: the forward
+  // writes them, the one-kernel backward reads them instead of drawing them again.
+  std::uint32_t* keep_bits = nullptr;
 };
+
+/// The longest sequence the CUDA one-kernel backward (attention_short.cuh) takes.
+constexpr index_t attention_short_rows = 128;
+
+/// Words of the dropout mask the CUDA forward saves for the one-kernel backward: per sequence and head, one word per
+/// lane of every 16-query x 64-key warp tile, the tile's 32 keep bits as that lane holds them (tile_keep_bits).
+/// Drawing the mask (a Philox call per four probabilities) was ~30% of that backward's instructions; reading it
+/// back costs 1/8 byte per probability. 0 for longer sequences, whose two-kernel backward draws the mask itself.
+inline index_t cuda_attention_mask_words(index_t batch, index_t heads, index_t seq) {
+  if (seq > attention_short_rows) return 0;
+  return batch * heads * ((seq + 15) / 16) * ((seq + 63) / 64) * 32;
+}
 
 /// The Philox counter of probability (b, h, q, k): one per 2 x 2 block {q, q^1} x {k, k^1} of the [B, heads, S, S]
 /// probability tensor, whose four words are the block's four draws (attention_dropout_word). A tensor-core thread
@@ -407,15 +422,33 @@ void run_attention(const attention_problem& p, bool backward) {
   }
 }
 
+// The saved dropout mask of a call (attention_dropout_mask_words int32 words, read as 32 keep bits each), checked;
+// null where none is given or used.
+template <class Device>
+std::uint32_t* checked_dropout_mask(const attention_problem& p, const tensor<std::int32_t, Device>& mask) {
+  if (mask.numel() == 0) return nullptr;
+  index_t words = 0;
+  if constexpr (!std::is_same_v<Device, host>) words = cuda_attention_mask_words(p.batch, p.heads, p.seq);
+  LOOM_CHECK(words != 0 && mask.numel() == words && mask.is_contiguous(),
+             "attention: dropout_mask must be a contiguous tensor of attention_dropout_mask_words(" +
+                 std::to_string(p.batch) + ", " + std::to_string(p.heads) + ", " + std::to_string(p.seq) + ") = " +
+                 std::to_string(words) + " words, got " + mask.extents().str());
+  return p.dropout.p > 0.0f ? reinterpret_cast<std::uint32_t*>(mask.data()) : nullptr;
+}
+
 // What attention_forward and attention_backward do once the problem is checked, for either layout.
 template <class T, class Device>
 void run_attention_forward(attention_problem p, const tensor<T, Device>& qkv, const tensor<T, Device>& ctx,
-                           const tensor<float, Device>& lse) {
+                           const tensor<float, Device>& lse, const tensor<std::int32_t, Device>& mask) {
   check_no_overlap(ctx, "ctx", qkv, "qkv");
   check_no_overlap(lse, "lse", qkv, "qkv");
   check_no_overlap(lse, "lse", ctx, "ctx");
+  check_no_overlap(mask, "dropout_mask", qkv, "qkv");
+  check_no_overlap(mask, "dropout_mask", ctx, "ctx");
+  check_no_overlap(mask, "dropout_mask", lse, "lse");
   p.ctx = ctx.data();
   p.lse = lse.numel() ? lse.data() : nullptr;
+  p.keep_bits = checked_dropout_mask(p, mask);
   run_attention<T, Device>(p, false);
 }
 
@@ -423,7 +456,8 @@ template <class T, class Device>
 void run_attention_backward(attention_problem p, const tensor<T, Device>& qkv, const tensor<T, Device>& ctx,
                             const tensor<T, Device>& dctx, const tensor<float, Device>& lse,
                             const tensor<T, Device>& dqkv, autograd::grad_mode mode, const tensor<T, Device>& dbias,
-                            autograd::grad_mode bias_mode, const tensor<std::uint8_t, Device>& workspace) {
+                            autograd::grad_mode bias_mode, const tensor<std::uint8_t, Device>& workspace,
+                            const tensor<std::int32_t, Device>& mask) {
   LOOM_CHECK(lse.numel() != 0, "attention_backward: lse (saved by attention_forward) is required");
   LOOM_CHECK(dctx.extents() == ctx.extents() && dctx.is_contiguous(),
              "attention_backward: dctx must be contiguous with ctx's shape " + ctx.extents().str() + ", got " +
@@ -435,6 +469,8 @@ void run_attention_backward(attention_problem p, const tensor<T, Device>& qkv, c
   check_no_overlap(dqkv, "dqkv", ctx, "ctx");
   check_no_overlap(dqkv, "dqkv", dctx, "dctx");
   check_no_overlap(dqkv, "dqkv", lse, "lse");
+  check_no_overlap(dqkv, "dqkv", mask, "dropout_mask");
+  p.keep_bits = checked_dropout_mask(p, mask);
   p.ctx = ctx.data();
   p.dctx = dctx.data();
   p.lse = lse.data();
@@ -477,6 +513,9 @@ void run_attention_backward(attention_problem p, const tensor<T, Device>& qkv, c
 /// \param lse     [B, heads, S] float output (natural-log log-sum-exp of each scaled score row, for backward), or
 ///                an empty tensor for inference.
 /// \param dropout attention-probability dropout (training); p = 0 disables it.
+/// \param dropout_mask optional, with dropout on CUDA: attention_dropout_mask_words<cuda>(B, heads, S) int32 words
+///                where the forward saves the mask it drew, to pass to attention_backward with the same dropout
+///                (which then reads it instead of drawing it again). Empty: nothing saved. Unused when dropout.p is 0.
 /// \tparam T float, bf16, f16 (and double on the host). On CUDA: enqueued on loom::current_stream(), no
 ///           allocation, no synchronisation (capturable in a CUDA graph); tensor cores for bf16/f16 with head_dim
 ///           32 or 64, a plain fp32 kernel otherwise (any head_dim <= 256).
@@ -490,8 +529,9 @@ void run_attention_backward(attention_problem p, const tensor<T, Device>& qkv, c
 template <floating T, device_tag Device>
 void attention_forward(const tensor<T, Device>& qkv, const tensor<std::int32_t, Device>& lengths,
                        const tensor<T, Device>& ctx, const tensor<float, Device>& lse,
-                       const attention_dropout& dropout = {}) {
-  detail::run_attention_forward(detail::make_attention_problem(qkv, lengths, ctx, lse, dropout), qkv, ctx, lse);
+                       const attention_dropout& dropout = {}, const tensor<std::int32_t, Device>& dropout_mask = {}) {
+  detail::run_attention_forward(detail::make_attention_problem(qkv, lengths, ctx, lse, dropout), qkv, ctx, lse,
+                                dropout_mask);
 }
 
 /// attention_forward over a token_layout: right-padded, or padding-free (sequence b's tokens at rows
@@ -500,8 +540,19 @@ void attention_forward(const tensor<T, Device>& qkv, const tensor<std::int32_t, 
 /// read and written, and dropout draws the mask of the right-padded call with S = layout.seq.
 template <floating T, device_tag Device>
 void attention_forward(const tensor<T, Device>& qkv, const token_layout<Device>& layout, const tensor<T, Device>& ctx,
-                       const tensor<float, Device>& lse, const attention_dropout& dropout = {}) {
-  detail::run_attention_forward(detail::make_attention_problem(qkv, layout, ctx, lse, dropout), qkv, ctx, lse);
+                       const tensor<float, Device>& lse, const attention_dropout& dropout = {},
+                       const tensor<std::int32_t, Device>& dropout_mask = {}) {
+  detail::run_attention_forward(detail::make_attention_problem(qkv, layout, ctx, lse, dropout), qkv, ctx, lse,
+                                dropout_mask);
+}
+
+/// Words of the dropout mask attention_forward can save for attention_backward on device D (its dropout_mask), for
+/// `batch` sequences of at most `seq` tokens and `heads` heads: 0 where the backward draws the mask again anyway
+/// (the host; CUDA sequences longer than 128 tokens), and then no mask is passed.
+template <device_tag Device>
+index_t attention_dropout_mask_words(index_t batch, index_t heads, index_t seq) {
+  if constexpr (std::is_same_v<Device, host>) return 0;
+  else return detail::cuda_attention_mask_words(batch, heads, seq);
 }
 
 
@@ -528,6 +579,7 @@ std::size_t attention_bias_workspace_bytes(index_t tokens, index_t batch, index_
 /// \param bias_mode grad_mode::overwrite (dbias = sums) or grad_mode::accumulate (dbias += sums).
 /// \param workspace with dbias on CUDA: attention_bias_workspace_bytes<cuda>(tokens, batch, heads, D) bytes from a
 ///                bias_grad_workspace (zero-filled; each call leaves it so). Unused on the host.
+/// \param dropout_mask what attention_forward saved with the same dropout, or empty (the mask is drawn again).
 ///
 /// ```cpp
 /// loom::attention_forward(qkv, lengths, ctx, lse, drop);
@@ -539,9 +591,10 @@ void attention_backward(const tensor<T, Device>& qkv, const tensor<std::int32_t,
                         const tensor<float, Device>& lse, const tensor<T, Device>& dqkv, autograd::grad_mode mode,
                         const attention_dropout& dropout = {}, const tensor<T, Device>& dbias = {},
                         autograd::grad_mode bias_mode = autograd::grad_mode::overwrite,
-                        const tensor<std::uint8_t, Device>& workspace = {}) {
+                        const tensor<std::uint8_t, Device>& workspace = {},
+                        const tensor<std::int32_t, Device>& dropout_mask = {}) {
   detail::run_attention_backward(detail::make_attention_problem(qkv, lengths, ctx, lse, dropout), qkv, ctx, dctx, lse,
-                                 dqkv, mode, dbias, bias_mode, workspace);
+                                 dqkv, mode, dbias, bias_mode, workspace, dropout_mask);
 }
 
 /// attention_backward over a token_layout (see attention_forward): dqkv [N, 3, heads, D]. Padding-free, every row
@@ -552,9 +605,10 @@ void attention_backward(const tensor<T, Device>& qkv, const token_layout<Device>
                         autograd::grad_mode mode, const attention_dropout& dropout = {},
                         const tensor<T, Device>& dbias = {},
                         autograd::grad_mode bias_mode = autograd::grad_mode::overwrite,
-                        const tensor<std::uint8_t, Device>& workspace = {}) {
+                        const tensor<std::uint8_t, Device>& workspace = {},
+                        const tensor<std::int32_t, Device>& dropout_mask = {}) {
   detail::run_attention_backward(detail::make_attention_problem(qkv, layout, ctx, lse, dropout), qkv, ctx, dctx, lse,
-                                 dqkv, mode, dbias, bias_mode, workspace);
+                                 dqkv, mode, dbias, bias_mode, workspace, dropout_mask);
 }
 
 

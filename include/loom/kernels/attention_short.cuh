@@ -17,7 +17,7 @@
 
 namespace loom::detail::attn {
 
-constexpr int short_rows = 128;  // the longest sequence attention_backward_short_kernel takes
+constexpr int short_rows = static_cast<int>(attention_short_rows);  // the longest sequence this kernel takes
 constexpr int short_warps = short_rows / 16;
 
 template <int D>
@@ -116,13 +116,21 @@ __global__ void __launch_bounds__(32 * short_warps, 1) attention_backward_short_
     float s[BN / 8][4] = {}, dp[BN / 8][4] = {};
     mma_b_nk<T, KS, BN / 8, LD>(s, qf, s_k + k0 * LD, lane);
     mma_b_nk<T, KS, BN / 8, LD>(dp, dof, s_v + k0 * LD, lane);
-    const unsigned keep = Dropout ? tile_keep_bits<false>(p, b, h, q0, k0, lane) : 0u;
+    // The forward's saved mask where it has one: it wrote the tiles of every warp with a real query (tensor cores
+    // run this backward only where they ran the forward: same qkv and ctx), and a warp without one has P = 0 in
+    // every row (lse2 = +inf), whatever the bits.
+    unsigned keep = 0;
+    if constexpr (Dropout)
+      keep = !p.keep_bits ? tile_keep_bits<false>(p, b, h, q0, k0, lane)
+             : q0 < rows  ? *saved_keep_bits(p, b, h, q0, k0, lane)
+                          : 0u;
+    const bool partial = k0 + BN > len;  // only a tile past the sequence's end needs the key mask
 #pragma unroll
     for (int nt = 0; nt < BN / 8; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = k0 + nt * 8 + 2 * t + (e & 1), row = q0 + g + 8 * (e >> 1);
-        const float pr = key < len ? exp2f(s[nt][e] * to_log2 - lse2[e >> 1]) : 0.0f;
+        const float pr = partial && key >= len ? 0.0f : exp2_ftz(fmaf(s[nt][e], to_log2, -lse2[e >> 1]));
         float mask = 1.0f;
         if constexpr (Dropout) mask = (keep >> (4 * nt + e)) & 1u ? keep_scale : 0.0f;
         const float ds = pr * (dp[nt][e] * mask - dsum[e >> 1]);

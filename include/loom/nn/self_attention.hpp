@@ -22,6 +22,9 @@ class self_attention {
     tensor_t qkv;                  ///< [N, 3H/tp]: query, key, value of this rank's heads
     tensor_t ctx;                  ///< [N, H/tp]
     tensor<float, Device> lse;     ///< [B, heads/tp, S] (training only; S: the layout's seq)
+    /// The dropout mask forward drew, for backward (training with attention dropout, where the device keeps one:
+    /// attention_dropout_mask_words; else empty).
+    tensor<std::int32_t, Device> dropout_mask;
     tensor_t out;                  ///< [N, H] the output projection's result
     typename projection::saved qkv_lora, out_lora;
   };
@@ -51,6 +54,8 @@ class self_attention {
   projection& output() { return out_; }
   const projection& output() const { return out_; }
   index_t local_hidden() const { return qkv_.base().local_out() / 3; }
+  /// Whether training drops attention probabilities (and so may save their mask).
+  bool drops() const { return p_ > 0; }
 
   void register_params(param_store<T, Device>& store) const {
     qkv_.register_params(store);
@@ -69,7 +74,8 @@ class self_attention {
   void forward(const tensor_t& x, const token_layout<Device>& tokens, activations& a, const lora_scratch<T, Device>& ls,
                const pass& p) const {
     qkv_.forward(x, a.qkv, gemm_epilogue::bias, a.qkv_lora, ls, p);
-    attention_forward(heads_view(a.qkv), tokens, a.ctx, p.training ? a.lse : tensor<float, Device>{}, dropout(p));
+    if (p.training) attention_forward(heads_view(a.qkv), tokens, a.ctx, a.lse, dropout(p), a.dropout_mask);
+    else attention_forward(heads_view(a.qkv), tokens, a.ctx, tensor<float, Device>{}, dropout(p));
     out_.forward(a.ctx, a.out, gemm_epilogue::bias, a.out_lora, ls, p);
   }
   /// dy = d(a.out) -> parameter gradients and dx += d x (skipped when dx is empty). `sums`: the bias gradients'
@@ -85,7 +91,7 @@ class self_attention {
         given(db) ? attention_bias_workspace_bytes<Device>(tokens.tokens, tokens.rows, heads_, local_hidden() / heads_)
                   : 0;
     attention_backward(heads_view(a.qkv), tokens, a.ctx, s.dctx, a.lse, heads_view(s.dqkv), grad_mode::overwrite,
-                       dropout(p), db, param_mode, sums.get(bytes));
+                       dropout(p), db, param_mode, sums.get(bytes), a.dropout_mask);
     qkv_.backward(s.dqkv, x, dx, param_mode, grad_mode::accumulate, a.qkv_lora, ls, p, ones, true);
   }
 

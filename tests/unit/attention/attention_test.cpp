@@ -323,6 +323,17 @@ TEMPLATE_LIST_TEST_CASE("padding-free attention computes the right-padded call's
       CHECK(lse_diff == 0);
       CHECK(grad_diff == 0);
 
+      // With the mask saved by the forward (where the device keeps one), the backward reads what it would draw.
+      if (const index_t words = attention_dropout_mask_words<device>(d.B, d.H, d.S); words && p > 0) {
+        tensor<std::int32_t, device> mask({words});
+        auto ctx_m = poisoned<T>({N, hidden}), dqkv_m = poisoned<T>(packed_h.extents());
+        attention_forward(qkv_n, layout, ctx_m, lse_n, drop, mask);
+        attention_backward(qkv_n, layout, ctx_m, on<device>(dctx_nh), lse_n, dqkv_m, grad_mode::overwrite, drop, {},
+                           grad_mode::overwrite, {}, mask);
+        CHECK(values(ctx_m) == cn);
+        CHECK(values(dqkv_m) == gn);
+      }
+
       // Padding-free, the QKV bias's gradient sums the sequences' rows (fp64 sums of dqkv as stored).
       std::vector<double> sums(row, 0.0);
       for (std::size_t i = 0; i < gn.size(); ++i) sums[i % row] += gn[i];
@@ -490,6 +501,61 @@ TEMPLATE_LIST_TEST_CASE("dropout drops the same probabilities on every device", 
   }
 }
 
+TEST_CASE("the dropout mask the CUDA forward saves holds the host's keep decisions", "[attention][dropout]") {
+  // Word (b, h, query tile of 16, key tile of 64, lane) holds bit 4 * nt + e for query 16 * tile + lane / 4 +
+  // 8 * (e / 2) and key 64 * tile + 8 * nt + 2 * (lane % 4) + e % 2 (the mma accumulator layout); each bit must be
+  // detail::attention_keep, the host's float comparison of the same Philox word.
+  const int B = 3, S = 100, H = 2, D = 64;
+  const std::vector<int> lens = {100, 1, 70};
+  const index_t words = attention_dropout_mask_words<device>(B, H, S);
+  if (!on_cuda) {
+    CHECK(words == 0);  // the host backward draws the mask again: nothing to save
+    return;
+  }
+  REQUIRE(words == B * H * 7 * 2 * 32);
+  CHECK(attention_dropout_mask_words<device>(B, H, 129) == 0);  // the two-kernel backward draws its own
+  for (const float p : {0.1f, 0.5f, 0.03f}) {
+    INFO("p " << p);
+    const attention_dropout drop{p, 99, 4, 2};
+    // 64 guard words after the mask must stay untouched (S = 100: a forward block's last warps start past S).
+    tensor<std::int32_t, host> mask_h({words + 64});
+    for (index_t i = 0; i < words + 64; ++i) mask_h.data()[i] = -559038737;  // 0xdeadbeef
+    auto guarded = on<device>(mask_h);
+    const auto mask = guarded.slice(0, 0, words);
+    tensor<bf16, device> ctx({B, S, H * D});
+    tensor<float, device> lse({B, H, S});
+    attention_forward(on<device>(random_tensor<bf16>({B, S, 3, H, D}, 3)), on<device>(host_lengths(lens)), ctx, lse,
+                      drop, mask);
+    const auto got = to<host>(guarded);
+    std::size_t guard_changed = 0;
+    for (index_t i = words; i < words + 64; ++i) guard_changed += got.data()[i] != -559038737;
+    CHECK(guard_changed == 0);
+    std::size_t wrong = 0, checked = 0, kept = 0;
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < H; ++h)
+        for (int qt = 0; qt < 7; ++qt)
+          for (int kt = 0; kt < 2; ++kt)
+            for (int lane = 0; lane < 32; ++lane) {
+              // Tiles of real keys and queries (right-padded: every query row is real) are written.
+              if (64 * kt >= lens[b]) continue;
+              const auto word = static_cast<std::uint32_t>(got.data()[(((b * H + h) * 7 + qt) * 2 + kt) * 32 + lane]);
+              for (int nt = 0; nt < 8; ++nt)
+                for (int e = 0; e < 4; ++e) {
+                  const int q = 16 * qt + lane / 4 + 8 * (e / 2), k = 64 * kt + 8 * nt + 2 * (lane % 4) + e % 2;
+                  if (q >= S || k >= S) continue;
+                  const bool bit = (word >> (4 * nt + e)) & 1u, expect = detail::attention_keep(drop, b, h, q, k, H, S);
+                  wrong += bit != expect;
+                  kept += expect;
+                  ++checked;
+                }
+            }
+    CHECK(wrong == 0);
+    CHECK(checked > 20000);
+    CHECK(kept > 0);
+    CHECK(kept < checked);
+  }
+}
+
 TEMPLATE_LIST_TEST_CASE("attention dropout keyed by the global sequence: a slice of a batch computes its rows",
                         "[attention][dropout]", attention_types) {
   // Data parallelism hands each rank rows [first, first + n) of a global batch (padded to the same S): with
@@ -575,6 +641,14 @@ TEST_CASE("attention rejects bad arguments with a message", "[attention]") {
   CHECK_THROWS_AS(attention_backward(qkv, lengths, ctx, dctx, lse, qkv, grad_mode::overwrite),
                   loom::invalid_argument);
   CHECK_THROWS_WITH(attention_forward(qkv, lengths, ctx, lse, {1.5f, 0, 0}), LOOM_CONTAINS("dropout probability"));
+  // A saved dropout mask of the wrong size, or on a device that keeps none (the host).
+  const index_t words = attention_dropout_mask_words<device>(2, 2, 8);
+  const tensor<std::int32_t, device> short_mask({words + 1});
+  CHECK_THROWS_WITH(attention_forward(qkv, lengths, ctx, lse, {0.1f, 0, 0}, short_mask),
+                    LOOM_CONTAINS("dropout_mask must be a contiguous tensor of attention_dropout_mask_words(2, 2, 8)"));
+  CHECK_THROWS_WITH(attention_backward(qkv, lengths, ctx, dctx, lse, dqkv, grad_mode::overwrite, {0.1f, 0, 0}, {},
+                                       grad_mode::overwrite, {}, short_mask),
+                    LOOM_CONTAINS("dropout_mask"));
 #if !LOOM_CUDA_COMPILER  // the host checks lengths; CUDA cannot without a sync and clamps into [1, S]
   CHECK_THROWS_WITH(attention_forward(qkv, host_lengths({8, 0}), ctx, lse), LOOM_CONTAINS("outside [1, 8]"));
   CHECK_THROWS_WITH(attention_forward(qkv, host_lengths({9, 1}), ctx, lse), LOOM_CONTAINS("outside [1, 8]"));

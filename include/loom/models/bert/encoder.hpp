@@ -206,6 +206,10 @@ class encoder {
       if (per_layer) a.norm2.out = rows_of(N, H);
       if (training) {
         a.attention.lse = tensor<float, Device>({rows, local_heads, seq});
+        const index_t mask_words = layers_[l].attention().drops()
+                                       ? attention_dropout_mask_words<Device>(rows, local_heads, seq)
+                                       : 0;
+        if (mask_words) a.attention.dropout_mask = tensor<std::int32_t, Device>({mask_words});
         a.norm1.sum = rows_of(N, H);
         a.norm2.sum = rows_of(N, H);
         a.norm1.mean = tensor<float, Device>({N});
