@@ -74,8 +74,9 @@ class self_attention {
   void forward(const tensor_t& x, const token_layout<Device>& tokens, activations& a, const lora_scratch<T, Device>& ls,
                const pass& p) const {
     qkv_.forward(x, a.qkv, gemm_epilogue::bias, a.qkv_lora, ls, p);
-    if (p.training) attention_forward(heads_view(a.qkv), tokens, a.ctx, a.lse, dropout(p), a.dropout_mask);
-    else attention_forward(heads_view(a.qkv), tokens, a.ctx, tensor<float, Device>{}, dropout(p));
+    // Outside training the mask is unused: no dropout (and no buffer; prepare() keeps one only for training).
+    attention_forward(heads_view(a.qkv), tokens, a.ctx, p.training ? a.lse : tensor<float, Device>{}, dropout(p),
+                      a.dropout_mask);
     out_.forward(a.ctx, a.out, gemm_epilogue::bias, a.out_lora, ls, p);
   }
   /// dy = d(a.out) -> parameter gradients and dx += d x (skipped when dx is empty). `sums`: the bias gradients'
