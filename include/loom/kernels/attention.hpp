@@ -482,6 +482,7 @@ void run_attention_backward(attention_problem p, const tensor<T, Device>& qkv, c
                "attention_backward: dbias must be a contiguous tensor of 3 x heads x head_dim = " + std::to_string(n) +
                    " elements, got " + dbias.extents().str());
     check_no_overlap(dbias, "dbias", dqkv, "dqkv");
+    check_no_overlap(dbias, "dbias", mask, "dropout_mask");
     if constexpr (!std::is_same_v<Device, host>) {
       const std::size_t need = cuda_attention_bias_workspace_bytes(p.tokens, p.batch, p.heads, p.head_dim);
       LOOM_CHECK(workspace.numel() != 0 && static_cast<std::size_t>(workspace.numel()) >= need &&
