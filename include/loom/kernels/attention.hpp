@@ -20,6 +20,7 @@
 #include "../tensor/random.hpp"        // defines: uniform01 (Philox4x32-10)
 #include "../tensor/tensor.hpp"
 #include "bias_grad.hpp"  // defines: detail::host_bias_grad, detail::cuda_bias_grad_workspace_bytes
+#include "detail/rows.hpp"  // defines: detail::check_no_overlap
 #include "token_layout.hpp"
 
 #if LOOM_HAS_CUDA_RUNTIME
@@ -154,17 +155,6 @@ void register_attention_cuda();  // defined in attention.cuh
 template <class T>
 inline const bool attention_cuda_registered = (register_attention_cuda<T>(), true);
 #endif
-
-inline bool bytes_overlap(const void* a, std::size_t na, const void* b, std::size_t nb) {
-  const auto pa = reinterpret_cast<std::uintptr_t>(a), pb = reinterpret_cast<std::uintptr_t>(b);
-  return na != 0 && nb != 0 && pa < pb + nb && pb < pa + na;
-}
-
-template <class X, class Y, class D1, class D2>
-void check_no_overlap(const tensor<X, D1>& x, const char* xn, const tensor<Y, D2>& y, const char* yn) {
-  LOOM_CHECK(!bytes_overlap(x.data(), x.numel() * sizeof(X), y.data(), y.numel() * sizeof(Y)),
-             std::string("attention: ") + xn + " overlaps " + yn);
-}
 
 // The checks and fields both layouts share: `batch` sequences of at most `seq` tokens, `heads` heads of `head_dim`.
 inline attention_problem attention_problem_of(index_t batch, index_t seq, index_t heads, index_t head_dim,
@@ -440,12 +430,12 @@ std::uint32_t* checked_dropout_mask(const attention_problem& p, const tensor<std
 template <class T, class Device>
 void run_attention_forward(attention_problem p, const tensor<T, Device>& qkv, const tensor<T, Device>& ctx,
                            const tensor<float, Device>& lse, const tensor<std::int32_t, Device>& mask) {
-  check_no_overlap(ctx, "ctx", qkv, "qkv");
-  check_no_overlap(lse, "lse", qkv, "qkv");
-  check_no_overlap(lse, "lse", ctx, "ctx");
-  check_no_overlap(mask, "dropout_mask", qkv, "qkv");
-  check_no_overlap(mask, "dropout_mask", ctx, "ctx");
-  check_no_overlap(mask, "dropout_mask", lse, "lse");
+  check_no_overlap("attention", ctx, "ctx", qkv, "qkv");
+  check_no_overlap("attention", lse, "lse", qkv, "qkv");
+  check_no_overlap("attention", lse, "lse", ctx, "ctx");
+  check_no_overlap("attention", mask, "dropout_mask", qkv, "qkv");
+  check_no_overlap("attention", mask, "dropout_mask", ctx, "ctx");
+  check_no_overlap("attention", mask, "dropout_mask", lse, "lse");
   p.ctx = ctx.data();
   p.lse = lse.numel() ? lse.data() : nullptr;
   p.keep_bits = checked_dropout_mask(p, mask);
@@ -465,11 +455,11 @@ void run_attention_backward(attention_problem p, const tensor<T, Device>& qkv, c
   LOOM_CHECK(dqkv.extents() == qkv.extents() && dqkv.is_contiguous(),
              "attention_backward: dqkv must be contiguous with qkv's shape " + qkv.extents().str() + ", got " +
                  dqkv.extents().str());
-  check_no_overlap(dqkv, "dqkv", qkv, "qkv");
-  check_no_overlap(dqkv, "dqkv", ctx, "ctx");
-  check_no_overlap(dqkv, "dqkv", dctx, "dctx");
-  check_no_overlap(dqkv, "dqkv", lse, "lse");
-  check_no_overlap(dqkv, "dqkv", mask, "dropout_mask");
+  check_no_overlap("attention", dqkv, "dqkv", qkv, "qkv");
+  check_no_overlap("attention", dqkv, "dqkv", ctx, "ctx");
+  check_no_overlap("attention", dqkv, "dqkv", dctx, "dctx");
+  check_no_overlap("attention", dqkv, "dqkv", lse, "lse");
+  check_no_overlap("attention", dqkv, "dqkv", mask, "dropout_mask");
   p.keep_bits = checked_dropout_mask(p, mask);
   p.ctx = ctx.data();
   p.dctx = dctx.data();
@@ -481,8 +471,8 @@ void run_attention_backward(attention_problem p, const tensor<T, Device>& qkv, c
     LOOM_CHECK(dbias.numel() == n && dbias.is_contiguous(),
                "attention_backward: dbias must be a contiguous tensor of 3 x heads x head_dim = " + std::to_string(n) +
                    " elements, got " + dbias.extents().str());
-    check_no_overlap(dbias, "dbias", dqkv, "dqkv");
-    check_no_overlap(dbias, "dbias", mask, "dropout_mask");
+    check_no_overlap("attention", dbias, "dbias", dqkv, "dqkv");
+    check_no_overlap("attention", dbias, "dbias", mask, "dropout_mask");
     if constexpr (!std::is_same_v<Device, host>) {
       const std::size_t need = cuda_attention_bias_workspace_bytes(p.tokens, p.batch, p.heads, p.head_dim);
       LOOM_CHECK(workspace.numel() != 0 && static_cast<std::size_t>(workspace.numel()) >= need &&

@@ -25,6 +25,9 @@ struct ln_out {
 //   load(ctx, col, S (&)[V])          V values from column col (16-byte aligned path)
 //   at(ctx, col) -> S                 one value (any layout)
 //   sum_row(r) -> T*                  where to store s for the backward pass, or nullptr
+// A source that drops part of its input (residual dropout) can also save the keep bits (saves_keep_bits): then
+// load returns the V values' bits (bit k: column col + k), kept(ctx, col) says one column's, and keep_row(r) is
+// where row r's bits go (keep_words_per_row layout), or nullptr.
 
 /// LayerNorm of x itself.
 template <class T>
@@ -48,6 +51,7 @@ struct residual_source {
   row_view<T> sum;
   bool drop = false;  // b goes through `mask` first
   residual_mask<T> mask;
+  std::uint32_t* keep = nullptr;  // with drop: the saved mask, keep_words_per_row(b.n) words per row
   // H200, 32768 x 768 bf16: 3623 GB/s persistent vs 3587 one row per warp (inference 3435 vs 3326).
   static constexpr bool prefer_persistent = true;
   struct ctx {
@@ -60,14 +64,21 @@ struct residual_source {
   __device__ LOOM_FORCEINLINE ctx prepare(index_t r, hint) const {
     return {a.row(r), b.row(r), static_cast<std::uint64_t>(r * b.n)};
   }
-  __device__ LOOM_FORCEINLINE void load(const ctx& p, index_t c, stat_t<T> (&v)[vec_width<T>]) const {
+  __device__ LOOM_FORCEINLINE std::uint32_t load(const ctx& p, index_t c, stat_t<T> (&v)[vec_width<T>]) const {
     constexpr int V = vec_width<T>;
     stat_t<T> w[V];
     load_vec(p.a + c, v);
     load_vec(p.b + c, w);
-    if (drop) mask.apply_run(w, p.first + static_cast<std::uint64_t>(c));
+    const std::uint32_t bits = drop ? mask.apply_run(w, p.first + static_cast<std::uint64_t>(c)) : 0u;
 #pragma unroll
     for (int k = 0; k < V; ++k) v[k] = round_to<T>(v[k] + w[k]);
+    return bits;
+  }
+  __device__ LOOM_FORCEINLINE bool kept(const ctx& p, index_t c) const {
+    return !drop || mask.keeps(p.first + static_cast<std::uint64_t>(c));
+  }
+  __device__ LOOM_FORCEINLINE std::uint32_t* keep_row(index_t r) const {
+    return keep ? keep + r * keep_words_per_row(b.n) : nullptr;
   }
   __device__ LOOM_FORCEINLINE stat_t<T> at(const ctx& p, index_t c) const {
     stat_t<T> w = widen(p.b[c]);
@@ -76,6 +87,13 @@ struct residual_source {
   }
   __device__ LOOM_FORCEINLINE T* sum_row(index_t r) const { return sum.data ? sum.row(r) : nullptr; }
 };
+
+template <class Source>
+concept saves_keep_bits = requires(const Source& s, index_t r) { s.keep_row(r); };
+
+/// How a backward kernel applies the residual dropout to dx: not at all, drawing the mask from Philox again, or
+/// reading the bits the forward saved.
+enum class ln_drop { none, draw, saved };
 
 inline namespace LOOM_KERNEL_NS {
 
@@ -89,11 +107,36 @@ constexpr int ln_backward_sums(int columns) { return 3 * ln_warps_per_block * co
 /// Blocks per SM the backward warp kernel is compiled for, by 16-byte packs per lane: the register caps (96, 128)
 /// that ptxas 13.0 meets without spilling on sm_90 for float, bf16 and f16 (checked with -Xptxas -v; n = 768 bf16
 /// is 3 packs per lane: 96 registers, 5 blocks of 4 warps per SM instead of 3 at 144 uncapped).
-/// With the dropout output (Drop) Philox's state must fit too: one block fewer (bf16 at 3 packs spilled 196 bytes at
-/// 96 registers).
-constexpr int ln_backward_min_blocks(int packs, bool drop = false) {
+/// Drawing the dropout mask (ln_drop::draw), Philox's state must fit too: one block fewer (bf16 at 3 packs spilled
+/// 196 bytes at 96 registers). Reading saved bits needs no more registers than no dropout.
+constexpr int ln_backward_min_blocks(int packs, ln_drop drop = ln_drop::none) {
   const int blocks = packs <= 3 ? 5 : packs == 4 ? 4 : 1;
-  return drop && blocks > 1 ? blocks - 1 : blocks;
+  return drop == ln_drop::draw && blocks > 1 ? blocks - 1 : blocks;
+}
+
+/// Stores a warp's keep bits of one row: lane l's pack j (kept[j], V bits) covers columns (j * 32 + l) * V ..
+/// + V - 1, so 32 / V neighbouring lanes fill one word. Every lane of the warp must call it.
+template <class T, int VPT>
+__device__ LOOM_FORCEINLINE void store_keep_bits(std::uint32_t* row, const std::uint32_t (&kept)[VPT], index_t n) {
+  constexpr int V = vec_width<T>, L = 32 / V;
+  static_assert(32 % V == 0);
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    std::uint32_t w = kept[j] << ((lane % L) * V);
+#pragma unroll
+    for (int s = 1; s < L; s *= 2) w |= __shfl_xor_sync(0xffffffffu, w, s);
+    const index_t c = (static_cast<index_t>(j) * 32 + lane) * V;
+    if (lane % L == 0 && c < n) row[c / 32] = w;
+  }
+}
+
+/// The V keep bits of lane `lane`'s pack (columns (j * 32 + lane) * V ..), from the word of the saved row that holds
+/// them.
+template <class T>
+__device__ LOOM_FORCEINLINE std::uint32_t pack_keep_bits(std::uint32_t word, int lane) {
+  constexpr int V = vec_width<T>, L = 32 / V;
+  return (word >> ((lane % L) * V)) & ((1u << V) - 1u);
 }
 
 /// Normalises row r with the warp: the row lives in registers (VPT 16-byte vectors per lane), so the input is
@@ -106,15 +149,20 @@ __device__ LOOM_FORCEINLINE void ln_forward_warp_row(const Source& src, const ln
   const int lane = threadIdx.x % 32;
   const index_t n = o.y.n;
   S v[VPT][V];
+  [[maybe_unused]] std::uint32_t kept[VPT] = {};
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
     const index_t c = (static_cast<index_t>(j) * 32 + lane) * V;
     if (c < n) {
-      src.load(ctx, c, v[j]);
+      if constexpr (saves_keep_bits<Source>) kept[j] = src.load(ctx, c, v[j]);
+      else src.load(ctx, c, v[j]);
     } else {
 #pragma unroll
       for (int k = 0; k < V; ++k) v[j][k] = 0;
     }
+  }
+  if constexpr (saves_keep_bits<Source>) {
+    if (std::uint32_t* kr = src.keep_row(r)) store_keep_bits<T, VPT>(kr, kept, n);
   }
   S sum = 0;
 #pragma unroll
@@ -189,6 +237,16 @@ __global__ void __launch_bounds__(256) ln_forward_block_kernel(Source src, ln_ou
       if (srow) srow[c] = narrow<T>(s);
       sum += s;
     }
+    if constexpr (saves_keep_bits<Source>) {
+      if (std::uint32_t* kr = src.keep_row(r)) {
+        // A warp's 32 consecutive columns start at a multiple of 32 (blockDim.x is one): one word each.
+        for (index_t c0 = 0; c0 < n; c0 += blockDim.x) {
+          const index_t c = c0 + threadIdx.x;
+          const std::uint32_t w = __ballot_sync(0xffffffffu, c < n && src.kept(ctx, c));
+          if (threadIdx.x % 32 == 0 && c < n) kr[c / 32] = w;
+        }
+      }
+    }
     const S mean = block_reduce<false>(sum, scratch) / static_cast<S>(n);
     // Later passes read the stored sum when there is one: sum_out may alias a, which pass 1 just overwrote.
     S sq = 0;
@@ -219,23 +277,35 @@ struct ln_grad {
   const stat_t<T>* rstd;
   float* partial;  // [gridDim.x][parts n]: this block's dgamma, dbeta (and sublayer gradient) sums
   bool acc_dx;
-  // The Drop kernels also write dx as stored, through `mask`, into `dropped`.
+  // The Drop kernels also write dx as stored, through `mask` (ln_drop::saved: through the forward's bits in
+  // `keep`, keep_words_per_row(n) words per row), into `dropped`.
   row_view<T> dropped;
   residual_mask<T> mask;
+  const std::uint32_t* keep = nullptr;
   // Also sum the sublayer's gradient as stored (`dropped` in the Drop kernels, else dx): the bias gradient of the
   // layer whose output was b. Then parts = 3, else 2.
   bool sub_sum = false;
   LOOM_HOST_DEVICE int parts() const { return sub_sum ? 3 : 2; }
 };
 
+/// Where lane `lane`'s sum of its pack element k lives in a row of the backward warp kernel's accumulators. Lane-major
+/// rows keep the per-row updates (one row, 32 lanes) conflict-free. The XOR with k spreads the final pass too, where
+/// consecutive threads read consecutive columns (k fastest, then lane): unswizzled, the V threads reading one lane's
+/// V columns all hit that lane's bank (an 8-way conflict for bf16: 1.07M conflicts per call at BERT-base batch 32,
+/// 14K swizzled; 19.5 -> 17.6 us per call on an H200).
+template <class T>
+__device__ LOOM_FORCEINLINE int ln_acc_lane(int lane, int k) {
+  return lane ^ (k * (32 / vec_width<T>));
+}
+
 /// Warp per row over a persistent grid (one wave of blocks). Each lane always owns the same columns, so gamma stays
-/// in registers, and its dgamma/dbeta (and sublayer) sums live in this warp's slice of shared memory (lane-major:
-/// conflict-free; one writer per address, so the order is fixed). Registers, not bandwidth, limit this kernel: float
-/// accumulators in registers took 144-196 per thread at n = 768 bf16 (3 blocks of 4 warps per SM), in shared memory
-/// ~80.
+/// in registers, and its dgamma/dbeta (and sublayer) sums live in this warp's slice of shared memory (lane-major,
+/// swizzled: see ln_acc_lane; one writer per address, so the order is fixed): float accumulators in registers took
+/// 144-196 per thread at n = 768 bf16 (3 blocks of 4 warps per SM). At BERT-base's 4,096 rows a warp has only ~2
+/// rows, so the kernel is bound by latency (ncu on an H200: 25% occupancy, 14% of DRAM bandwidth).
 /// x and dy stay raw 16-byte packs, and the next row's packs are loaded before the current row is reduced, so a
 /// warp always has a row in flight. At the end the warps' slices are summed in warp order into `partial`.
-template <class T, int VPT, bool Drop>
+template <class T, int VPT, ln_drop Drop>
 __global__ void __launch_bounds__(32 * ln_warps_per_block, ln_backward_min_blocks(VPT, Drop))
     ln_backward_warp_kernel(ln_grad<T> p, index_t rows) {
   wait_for_previous_kernel();
@@ -253,6 +323,7 @@ __global__ void __launch_bounds__(32 * ln_warps_per_block, ln_backward_min_block
 #pragma unroll
     for (int s = 0; s < Sums; ++s) acc[warp][s][e][lane] = 0;
   pack<T> gam[VPT] = {}, xa[VPT] = {}, da[VPT] = {}, xb[VPT] = {}, dbk[VPT] = {};  // masked lanes keep zeros
+  [[maybe_unused]] const index_t keep_words = keep_words_per_row(n);
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
     const index_t c = (static_cast<index_t>(j) * 32 + lane) * V;
@@ -286,10 +357,20 @@ __global__ void __launch_bounds__(32 * ln_warps_per_block, ln_backward_min_block
       for (int k = 0; k < V; ++k) {
         const S xh = (widen(xa[j].v[k]) - mean) * rstd, d = widen(da[j].v[k]);
         const S g = d * widen(gj.v[k]);
-        acc[warp][0][j * V + k][lane] += static_cast<float>(d * xh);
-        acc[warp][1][j * V + k][lane] += static_cast<float>(d);
+        acc[warp][0][j * V + k][ln_acc_lane<T>(lane, k)] += static_cast<float>(d * xh);
+        acc[warp][1][j * V + k][ln_acc_lane<T>(lane, k)] += static_cast<float>(d);
         c1 += g;
         c2 += g * xh;
+      }
+    }
+    // ln_drop::saved: the words of the saved mask that hold this lane's bits, in flight during the reductions
+    // (read a row ahead, or before the sums above, they spilled at n = 768 bf16).
+    [[maybe_unused]] std::uint32_t keep[VPT] = {};
+    if constexpr (Drop == ln_drop::saved) {
+#pragma unroll
+      for (int j = 0; j < VPT; ++j) {
+        const index_t c = (static_cast<index_t>(j) * 32 + lane) * V;
+        if (c < n) keep[j] = p.keep[r * keep_words + c / 32];
       }
     }
     c1 = warp_sum(c1) / static_cast<S>(n);
@@ -319,14 +400,14 @@ __global__ void __launch_bounds__(32 * ln_warps_per_block, ln_backward_min_block
         store_vec(dxr + c, out);
 #pragma unroll
         for (int k = 0; k < V; ++k) out[k] = round_to<T>(out[k]);
-        if constexpr (Drop) {
-          p.mask.apply_run(out, static_cast<std::uint64_t>(r * n + c));
-          store_vec(p.dropped.row1(r) + c, out);
-        }
+        if constexpr (Drop == ln_drop::draw) p.mask.apply_run(out, static_cast<std::uint64_t>(r * n + c));
+        if constexpr (Drop == ln_drop::saved) p.mask.apply_bits(out, pack_keep_bits<T>(keep[j], lane));
+        if constexpr (Drop != ln_drop::none) store_vec(p.dropped.row1(r) + c, out);
         if constexpr (Sums == 3) {
           if (sub) {
 #pragma unroll
-            for (int k = 0; k < V; ++k) acc[warp][2][j * V + k][lane] += static_cast<float>(out[k]);
+            for (int k = 0; k < V; ++k)
+              acc[warp][2][j * V + k][ln_acc_lane<T>(lane, k)] += static_cast<float>(out[k]);
           }
         }
       }
@@ -335,10 +416,11 @@ __global__ void __launch_bounds__(32 * ln_warps_per_block, ln_backward_min_block
     for (int j = 0; j < VPT; ++j) xa[j] = xb[j], da[j] = dbk[j];
   }
   __syncthreads();
-  // Column i lives at [j * V + k][lane] with i = (j * 32 + lane) * V + k.
+  // Column i lives at [j * V + k][ln_acc_lane(lane, k)] with i = (j * 32 + lane) * V + k.
   float* out = p.partial + static_cast<index_t>(blockIdx.x) * p.parts() * n;
   for (index_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const int j = static_cast<int>(i / (32 * V)), l = static_cast<int>((i / V) % 32), k = static_cast<int>(i % V);
+    const int j = static_cast<int>(i / (32 * V)), k = static_cast<int>(i % V);
+    const int l = ln_acc_lane<T>(static_cast<int>((i / V) % 32), k);
     float a = 0, b = 0, d = 0;
 #pragma unroll
     for (int w = 0; w < ln_warps_per_block; ++w) {
@@ -354,7 +436,7 @@ __global__ void __launch_bounds__(32 * ln_warps_per_block, ln_backward_min_block
 
 /// Block per row (grid-stride), any n and alignment; each thread owns columns c = threadIdx.x + k * blockDim.x and
 /// adds their dgamma/dbeta contributions straight into this block's partial row (no other thread touches them).
-template <class T, bool Drop>
+template <class T, ln_drop Drop>
 __global__ void __launch_bounds__(256) ln_backward_block_kernel(ln_grad<T> p, index_t rows) {
   wait_for_previous_kernel();
   using S = stat_t<T>;
@@ -389,10 +471,10 @@ __global__ void __launch_bounds__(256) ln_backward_block_kernel(ln_grad<T> p, in
       if (p.acc_dx) v += widen(dxr[c]);
       dxr[c] = narrow<T>(v);
       S stored = round_to<T>(v);
-      if constexpr (Drop) {
-        stored = p.mask.apply(stored, static_cast<std::uint64_t>(r * n + c));
-        p.dropped.row(r)[c] = narrow<T>(stored);
-      }
+      if constexpr (Drop == ln_drop::draw) stored = p.mask.apply(stored, static_cast<std::uint64_t>(r * n + c));
+      if constexpr (Drop == ln_drop::saved)
+        stored = drop_residual<T>(stored, saved_keep(p.keep + r * keep_words_per_row(n), c), p.mask.scale);
+      if constexpr (Drop != ln_drop::none) p.dropped.row(r)[c] = narrow<T>(stored);
       if (p.sub_sum) part[2 * n + c] += static_cast<float>(stored);
     }
   }
@@ -439,7 +521,7 @@ void launch_ln_forward(const Source& src, const ln_out<T>& o, index_t rows, bool
 template <class T>
 void cuda_layer_norm_forward(const row_view<T>& a, const row_view<T>& b, const T* gamma, const T* beta, float eps,
                              const row_view<T>& sum_out, const row_view<T>& y, stat_t<T>* mean, stat_t<T>* rstd,
-                             const residual_dropout& drop) {
+                             const residual_dropout& drop, std::uint32_t* keep = nullptr) {
   const ln_out<T> o{y, gamma, beta, mean, rstd, eps};
   const bool params_ok = reinterpret_cast<std::uintptr_t>(gamma) % 16 == 0 &&
                          reinterpret_cast<std::uintptr_t>(beta) % 16 == 0;
@@ -454,6 +536,7 @@ void cuda_layer_norm_forward(const row_view<T>& a, const row_view<T>& b, const T
     if (drop.p > 0) {
       s.drop = true;
       s.mask = residual_mask<T>(drop);
+      s.keep = keep;
     }
     launch_ln_forward<T>(s, o, a.rows,
                          params_ok && a.vector_aligned() && b.vector_aligned() && y.vector_aligned() &&
@@ -480,7 +563,7 @@ index_t ln_backward_vectors_per_lane(index_t n, bool vector_ok, bool sub_sum = f
 
 /// Persistent grid size of the backward kernel that will run for (rows, n); `warp_path` receives whether it is the
 /// warp kernel.
-template <class T, bool Drop = false>
+template <class T, ln_drop Drop = ln_drop::none>
 index_t ln_backward_blocks(index_t rows, index_t n, bool vector_ok, bool* warp_path = nullptr,
                            bool sub_sum = false) {
   const index_t per_lane = ln_backward_vectors_per_lane<T>(n, vector_ok, sub_sum);
@@ -508,7 +591,8 @@ template <class T, class G>
 void cuda_layer_norm_backward(const row_view<T>& dy, const row_view<T>& x, const T* gamma, const stat_t<T>* mean,
                               const stat_t<T>* rstd, const row_view<T>& dx, G* dgamma, G* dbeta, bool acc_params,
                               bool acc_dx, std::uint8_t* workspace, const row_view<T>& dropped = {},
-                              const residual_dropout& drop = {}, G* dsub = nullptr) {
+                              const residual_dropout& drop = {}, G* dsub = nullptr,
+                              const std::uint32_t* keep = nullptr) {
   cudaStream_t stream = current_stream();
   const index_t rows = x.rows, n = x.n;
   // dgamma, dbeta, dsub as one-row views (rows and n set even when absent: they route columns)
@@ -528,10 +612,11 @@ void cuda_layer_norm_backward(const row_view<T>& dy, const row_view<T>& x, const
   if (with_drop) {
     p.dropped = dropped;
     p.mask = residual_mask<T>(drop);
+    p.keep = keep;
   }
   p.sub_sum = dsub != nullptr;
   index_t blocks = 0;
-  const auto launch = [&]<bool Drop>() {
+  const auto launch = [&]<ln_drop Drop>() {
     bool warp = false;
     blocks = ln_backward_blocks<T, Drop>(rows, n, vector_ok, &warp, p.sub_sum);
     if (warp) {
@@ -545,8 +630,9 @@ void cuda_layer_norm_backward(const row_view<T>& dy, const row_view<T>& x, const
                        stream, p, rows);
     }
   };
-  if (with_drop) launch.template operator()<true>();
-  else launch.template operator()<false>();
+  if (with_drop && keep) launch.template operator()<ln_drop::saved>();
+  else if (with_drop) launch.template operator()<ln_drop::draw>();
+  else launch.template operator()<ln_drop::none>();
   LOOM_CUDA_CHECK_LAUNCH();
   launch_column_reduce(p.partial, blocks, g0, g1, acc_params, stream, g2);
 }

@@ -1,7 +1,8 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
 // One forward pass's mode and random streams, and dropout written as expressions: masks come from counter-based
-// Philox streams (seed, offset), so backward and recomputation regenerate them instead of storing them.
+// Philox streams (seed, offset), so backward and recomputation can draw them again (attention and the residual
+// LayerNorms save theirs as bits instead: their backward kernels are bound by issue).
 #pragma once
 
 #include <cstdint>

@@ -70,6 +70,8 @@ class encoder_layer {
   attention_type& attention() { return attention_; }
   ffn_type& ffn() { return ffn_; }
   const ffn_type& ffn() const { return ffn_; }
+  const norm_type& norm1() const { return norm1_; }
+  const norm_type& norm2() const { return norm2_; }
 
   void register_params(param_store<T, Device>& store) const {
     attention_.register_params(store);

@@ -23,6 +23,9 @@ class residual_layer_norm {
     tensor_t sum;                    ///< [N, H] x + dropout(sublayer) (training only)
     tensor_t out;                    ///< [N, H]
     tensor<float, Device> mean, rstd;  ///< [N] (training only)
+    /// The sublayer dropout's keep bits (layer_norm_dropout_mask_words(N, H) words), saved by forward for backward;
+    /// empty: backward draws the mask again.
+    tensor<std::int32_t, Device> dropout_mask;
   };
 
   residual_layer_norm() = default;
@@ -30,6 +33,9 @@ class residual_layer_norm {
   /// stream (`stream_layer`, `site`).
   residual_layer_norm(std::string module, parallel::unit unit, double eps, double dropout, int stream_layer, int site)
       : module_(std::move(module)), unit_(unit), eps_(static_cast<float>(eps)), p_(dropout), layer_(stream_layer), site_(site) {}
+
+  /// Whether training drops the sublayer's output (and so may save its mask).
+  bool drops() const { return p_ > 0; }
 
   void register_params(param_store<T, Device>& store, index_t hidden) const {
     store.add(module_ + ".weight", {hidden}, {unit_});
@@ -47,7 +53,7 @@ class residual_layer_norm {
   void forward(const tensor_t& x, const tensor_t& sublayer, activations& a, const pass& p) const {
     add_layer_norm_forward(x, sublayer, gamma_, beta_, eps_, p.training ? a.sum : tensor_t{}, a.out,
                            p.training ? a.mean : tensor<float, Device>{}, p.training ? a.rstd : tensor<float, Device>{},
-                           p.residual(layer_, site_, p_, sublayer.numel()));
+                           p.residual(layer_, site_, p_, sublayer.numel()), a.dropout_mask);
   }
   /// d(x + dropout(sublayer)) from dy into `dsum` (overwritten: the residual's share); the parameters' gradients
   /// (+)= per param_mode. Returns the sublayer's output gradient: dsum through the dropout mask, written into
@@ -58,7 +64,7 @@ class residual_layer_norm {
                     const tensor_t& dsub_bias = {}) const {
     const residual_dropout drop = p.residual(layer_, site_, p_, dsum.numel());
     layer_norm_backward(dy, a.sum, gamma_, a.mean, a.rstd, dsum, dgamma_, dbeta_, param_mode, grad_mode::overwrite,
-                        workspace, drop.p > 0 ? scratch : tensor_t{}, drop, dsub_bias);
+                        workspace, drop.p > 0 ? scratch : tensor_t{}, drop, dsub_bias, a.dropout_mask);
     return drop.p > 0 ? scratch : dsum;
   }
 

@@ -317,6 +317,110 @@ TEMPLATE_LIST_TEST_CASE("layer_norm_backward writes dropout(dx) in the same pass
                                          dx, loom::residual_dropout{1.0, 1, 2, 0}));
 }
 
+TEMPLATE_LIST_TEST_CASE("add_layer_norm_forward saves the residual dropout's keep bits and layer_norm_backward reads "
+                        "them: Philox's mask, the same bits out", "[kernels][layer_norm][dropout]", kernel_types) {
+  using T = TestType;
+  const double p = 0.1;
+  const std::uint64_t seed = 13, offset = (std::uint64_t{9} << 20) | 0x11;
+  const std::int32_t guard = 0x5a5a5a5a;
+  unsigned rs = 4500;
+  // n = 33 and 776: a row's last word is partly padding; 776 = 97 bf16 packs (a warp's last pack on lane 1).
+  // strided: columns [1, n + 1) of a wider matrix, off 16-byte alignment, so the block kernels run.
+  for (const std::uint64_t first : {std::uint64_t(0), std::uint64_t(5)})
+    for (index_t rows : {index_t(1), index_t(33)})
+      for (index_t n : {index_t(7), index_t(33), index_t(64), index_t(768), index_t(776)})
+        for (const bool strided : {false, true})
+          for (const bool persistent : forward_variants()) {
+            const std::string what = "rows " + std::to_string(rows) + ", n " + std::to_string(n) + ", first " +
+                                     std::to_string(first) + (strided ? ", strided" : "") +
+                                     use_forward_variant(persistent);
+            const loom::residual_dropout drop{p, seed, offset, first};
+            const ln_inputs<T> in(rows, n, rs += 3);
+            const auto h = random_tensor<T>({rows, n}, rs + 7);
+            const auto wide = on<device>(random_tensor<T>({rows, n + 1}, rs + 8));
+            const auto a = strided ? wide.slice(1, 1, n + 1) : on<device>(in.x);
+            const auto bb = on<device>(h), g = on<device>(in.g), beta = on<device>(in.b);
+            // The mask between guard words: nothing outside its layer_norm_dropout_mask_words may be written.
+            const index_t words = loom::layer_norm_dropout_mask_words(rows, n);
+            REQUIRE(words == rows * ((n + 31) / 32));
+            tensor<std::int32_t, device> guarded =
+                on<device>(int_tensor(std::vector<std::int32_t>(static_cast<std::size_t>(words + 16), guard),
+                                      {words + 16}));
+            const auto mask = guarded.slice(0, 8, 8 + words);
+            tensor<T, device> sum({rows, n}), y({rows, n}), sum0({rows, n}), y0({rows, n});
+            tensor<stat_t<T>, device> mean({rows}), rstd({rows});
+            loom::add_layer_norm_forward(a, bb, g, beta, eps, sum, y, mean, rstd, drop, mask);
+            loom::add_layer_norm_forward(a, bb, g, beta, eps, sum0, y0, {}, {}, drop);
+            check_close(values(sum), values(sum0), 0.0, "sum " + what);
+            check_close(values(y), values(y0), 0.0, "y " + what);
+            // Every bit against Philox itself; a row's padding bits are 0.
+            const auto bits = to<host>(guarded);
+            std::size_t wrong = 0, kept_count = 0;
+            for (index_t i = 0; i < 8; ++i) wrong += bits.data()[i] != guard || bits.data()[8 + words + i] != guard;
+            for (index_t r = 0; r < rows; ++r)
+              for (index_t c = 0; c < (n + 31) / 32 * 32; ++c) {
+                const auto word = static_cast<std::uint32_t>(bits.data()[8 + r * ((n + 31) / 32) + c / 32]);
+                const bool bit = (word >> (c % 32)) & 1u;
+                const bool expect = c < n && kept(p, seed, offset, first + static_cast<std::uint64_t>(r * n + c));
+                wrong += bit != expect;
+                kept_count += bit;
+              }
+            INFO(what << ": " << kept_count << " of " << rows * n << " kept");
+            CHECK(wrong == 0);
+            // The backward: dropout(dx) through the saved bits equals Philox's, and so do dx and every sum.
+            const auto dy = on<device>(random_tensor<T>({rows, n}, rs + 1));
+            const auto dx0 = random_tensor<T>({rows, n}, rs + 2);
+            const auto ws = workspace(loom::layer_norm_backward_workspace_bytes<device>(rows, n));
+            const auto dx1 = on<device>(dx0), dx2 = on<device>(dx0);
+            tensor<T, device> drop1({rows, n}), drop2({rows, n}), dg1({n}), db1({n}), ds1({n}), dg2({n}), db2({n}),
+                ds2({n});
+            // strided: both backwards take the block kernel (the warp kernel sums in another order).
+            tensor<T, device> dwide1({rows, n + 1}), dwide2({rows, n + 1});
+            const auto dropped1 = strided ? dwide1.slice(1, 1, n + 1) : drop1;
+            const auto dropped2 = strided ? dwide2.slice(1, 1, n + 1) : drop2;
+            loom::layer_norm_backward(dy, sum, g, mean, rstd, dx1, dg1, db1, grad_mode::overwrite,
+                                      grad_mode::accumulate, ws, dropped1, drop, ds1);
+            loom::layer_norm_backward(dy, sum, g, mean, rstd, dx2, dg2, db2, grad_mode::overwrite,
+                                      grad_mode::accumulate, ws, dropped2, drop, ds2, mask);
+            const auto vdx = values(dx1);
+            std::vector<double> expected(vdx.size());
+            for (std::size_t i = 0; i < vdx.size(); ++i)
+              expected[i] = dropped_ref<T>(vdx[i], p, seed, offset, first + i);
+            check_close(values(dropped2), expected, 0.0, "dropped " + what);
+            check_close(values(dropped1), expected, 0.0, "dropped (drawn) " + what);
+            check_close(values(dx2), vdx, 0.0, "dx " + what);
+            check_close(values(dg2), values(dg1), 0.0, "dgamma " + what);
+            check_close(values(db2), values(db1), 0.0, "dbeta " + what);
+            check_close(values(ds2), values(ds1), 0.0, "dsub " + what);
+            // The backward reads the mask it is given: every bit set keeps (and scales) every element.
+            const auto all_ones = on<device>(int_tensor(std::vector<std::int32_t>(static_cast<std::size_t>(words), -1),
+                                                        {words}));
+            const auto dx3 = on<device>(dx0);
+            loom::layer_norm_backward(dy, sum, g, mean, rstd, dx3, tensor<T, device>{}, tensor<T, device>{},
+                                      grad_mode::overwrite, grad_mode::accumulate, ws, drop2, drop,
+                                      tensor<T, device>{}, all_ones);
+            const auto vdx3 = values(dx3);  // this call's kernel may sum in another order than dx1's
+            std::vector<double> all_kept(vdx3.size());
+            for (std::size_t i = 0; i < vdx3.size(); ++i)
+              all_kept[i] = round_as<T>(static_cast<double>(static_cast<loom::compute_t<T>>(vdx3[i]) *
+                                                            static_cast<loom::compute_t<T>>(1.0 / (1.0 - p))));
+            check_close(values(drop2), all_kept, 0.0, "dropped through an all-ones mask " + what);
+          }
+  reset_forward_variant();
+  // A mask of the wrong size or layout is refused, naming the expected size; without dropout it is unused.
+  tensor<T, device> x({3, 40}), gb({40}), y({3, 40}), s({3, 40}), dx({3, 40}), dropped({3, 40});
+  tensor<stat_t<T>, device> st({3});
+  const loom::residual_dropout drop{0.1, 1, 2, 0};
+  const auto ws = workspace(loom::layer_norm_backward_workspace_bytes<device>(3, 40));
+  tensor<std::int32_t, device> short_mask({5}), mask({6}), strided_mask({12});
+  CHECK_THROWS_WITH(loom::add_layer_norm_forward(x, x, gb, gb, eps, s, y, st, st, drop, short_mask),
+                    LOOM_CONTAINS("layer_norm_dropout_mask_words(3, 40) = 6 words"));
+  CHECK_THROWS(loom::add_layer_norm_forward(x, x, gb, gb, eps, s, y, st, st, drop, strided_mask.slice(0, 0, 12, 2)));
+  CHECK_THROWS(loom::layer_norm_backward(x, x, gb, st, st, dx, gb, gb, grad_mode::overwrite, grad_mode::overwrite, ws,
+                                         dropped, drop, tensor<T, device>{}, short_mask));
+  CHECK_NOTHROW(loom::add_layer_norm_forward(x, x, gb, gb, eps, s, y, st, st, loom::residual_dropout{}, mask));
+}
+
 TEST_CASE("layer_norm_backward with fp32 parameter gradients for bf16 activations", "[kernels][layer_norm]") {
   using T = loom::bf16;
   const index_t rows = 129, n = 768;

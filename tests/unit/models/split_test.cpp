@@ -5,6 +5,8 @@
 // and backward with the loss scale read on the device. Built for the host without BLAS (models_split_tests: the
 // loop GEMM gives a row the same sums whatever the row count, so rows compare bit for bit) and for CUDA inside
 // tests/gpu/models_bert.cu.
+#include <cstring>
+
 #include <loom/precision/loss_scaler.hpp>
 
 #include "bert_reference.hpp"
@@ -133,6 +135,41 @@ TEST_CASE("dropout keyed by the global row: a batch split in two computes the un
       moved = std::max(moved, static_cast<double>(std::abs(wrong[i] - logits[3 * C + i])));
     CHECK(moved > 1e-3);
   }
+}
+
+// The residual LayerNorms save their dropout masks in forward (1 bit per element) and backward reads them; with
+// LOOM_SAVE_RESIDUAL_MASKS=0 backward draws them from Philox again. Both must give the same logits and gradients, bit
+// for bit: a mask saved by one LayerNorm and read by another, or not written at all, would not.
+TEST_CASE("saved residual dropout masks give the gradients that drawing the masks again gives", "[bert][dropout]") {
+  const split_batch data;
+  auto cfg = bert::config::load(fixtures / "tiny_a/config.json");
+  cfg.hidden_dropout_prob = 0.2;
+  cfg.attention_probs_dropout_prob = 0.2;
+  cfg.classifier_dropout = 0.3;
+  const auto batch = data.slice(0, 8);
+  const auto step = [&](const char* save, double hidden_dropout) {
+    ::setenv("LOOM_SAVE_RESIDUAL_MASKS", save, 1);
+    auto c = cfg;
+    c.hidden_dropout_prob = hidden_dropout;
+    bert::model<precision::fp32, parallel::single, device> m(c);
+    bert::load_safetensors(m, fixtures / "tiny_a/model.safetensors");
+    m.forward_loss(batch, bert::mode::training, 99, 4);
+    m.backward(batch, grad_mode::overwrite);
+    return std::pair{raw_values(m.logits()), raw_values(m.params().flat_grads())};
+  };
+  const auto saved = step("1", 0.2), drawn = step("0", 0.2), other = step("1", 0.1);
+  ::unsetenv("LOOM_SAVE_RESIDUAL_MASKS");
+  // Entries that differ bit for bit (counted, so a failure prints a number rather than every gradient).
+  const auto differing = [](const std::vector<float>& a, const std::vector<float>& b) {
+    REQUIRE(a.size() == b.size());
+    std::size_t count = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) count += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    return count;
+  };
+  CHECK(differing(saved.first, drawn.first) == 0);
+  CHECK(differing(saved.second, drawn.second) == 0);
+  // The test can tell: other residual masks move the gradients.
+  CHECK(differing(saved.second, other.second) > saved.second.size() / 2);
 }
 
 TEST_CASE("a pass placed in a global batch must describe the batch's rows", "[bert][dropout][split][errors]") {

@@ -142,6 +142,18 @@ void check_same_device(const char* op, int first, const Ts&... ts) {
   }
 }
 
+inline bool bytes_overlap(const void* a, std::size_t na, const void* b, std::size_t nb) {
+  const auto pa = reinterpret_cast<std::uintptr_t>(a), pb = reinterpret_cast<std::uintptr_t>(b);
+  return na != 0 && nb != 0 && pa < pb + nb && pb < pa + na;
+}
+
+/// Checks that the memory of x and y (as spans of numel elements; empty tensors never overlap) is disjoint.
+template <class X, class Y, class D1, class D2>
+void check_no_overlap(const char* op, const tensor<X, D1>& x, const char* xn, const tensor<Y, D2>& y, const char* yn) {
+  LOOM_CHECK(!bytes_overlap(x.data(), x.numel() * sizeof(X), y.data(), y.numel() * sizeof(Y)),
+             std::string(op) + ": " + xn + " overlaps " + yn);
+}
+
 /// `static_assert` helper for `if constexpr` chains.
 template <class...> inline constexpr bool dependent_false = false;
 

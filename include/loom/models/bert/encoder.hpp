@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -212,6 +214,11 @@ class encoder {
         if (mask_words) a.attention.dropout_mask = tensor<std::int32_t, Device>({mask_words});
         a.norm1.sum = rows_of(N, H);
         a.norm2.sum = rows_of(N, H);
+        // Saved residual-dropout masks: backward reads 1 bit per element instead of drawing Philox again.
+        if (save_residual_masks() && layers_[l].norm1().drops())
+          a.norm1.dropout_mask = tensor<std::int32_t, Device>({layer_norm_dropout_mask_words(N, H)});
+        if (save_residual_masks() && layers_[l].norm2().drops())
+          a.norm2.dropout_mask = tensor<std::int32_t, Device>({layer_norm_dropout_mask_words(N, H)});
         a.norm1.mean = tensor<float, Device>({N});
         a.norm1.rstd = tensor<float, Device>({N});
         a.norm2.mean = tensor<float, Device>({N});
@@ -328,6 +335,12 @@ class encoder {
   }
 
  private:
+  // Whether training saves the residual dropout's masks for backward (the default); LOOM_SAVE_RESIDUAL_MASKS=0 makes
+  // backward draw them again, to compare the two in one binary. Read where the buffers are made.
+  static bool save_residual_masks() {
+    const char* v = std::getenv("LOOM_SAVE_RESIDUAL_MASKS");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }
   // A pass placed in a global batch must describe this batch's rows, or its draws would land on other rows.
   static void check_rows(const batch<Device>& b, const nn::pass& p) {
     LOOM_CHECK(p.first_row >= 0 && (p.first_row == 0 || p.rows == b.rows()),
