@@ -2,9 +2,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Data parallelism's correctness property on one process: a global micro-batch split into contiguous row slices
 // (forward_loss's first_row: dropout keyed by the global row) computes the unsplit batch, with every dropout on;
-// and backward with the loss scale read on the device. Built for the host without BLAS (models_split_tests: the
-// loop GEMM gives a row the same sums whatever the row count, so rows compare bit for bit) and for CUDA inside
-// tests/gpu/models_bert.cu.
+// and backward with the loss scale read on the device; and the residual LayerNorms' saved dropout masks against
+// masks drawn again. Built for the host without BLAS (models_split_tests: the loop GEMM gives a row the same sums
+// whatever the row count, so rows compare bit for bit) and for CUDA inside tests/gpu/models_bert.cu.
 #include <cstring>
 
 #include <loom/precision/loss_scaler.hpp>
