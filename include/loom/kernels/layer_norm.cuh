@@ -473,7 +473,7 @@ __global__ void __launch_bounds__(256) ln_backward_block_kernel(ln_grad<T> p, in
       S stored = round_to<T>(v);
       if constexpr (Drop == ln_drop::draw) stored = p.mask.apply(stored, static_cast<std::uint64_t>(r * n + c));
       if constexpr (Drop == ln_drop::saved)
-        stored = drop_residual<T>(stored, saved_keep(p.keep + r * keep_words_per_row(n), c), p.mask.scale);
+        stored = p.mask.apply_kept(stored, saved_keep(p.keep + r * keep_words_per_row(n), c));
       if constexpr (Drop != ln_drop::none) p.dropped.row(r)[c] = narrow<T>(stored);
       if (p.sub_sum) part[2 * n + c] += static_cast<float>(stored);
     }

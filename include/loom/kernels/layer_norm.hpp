@@ -56,10 +56,15 @@ struct residual_mask {
   LOOM_HOST_DEVICE LOOM_FORCEINLINE bool keeps(std::uint64_t i) const {
     return uniform01(seed, offset, first + i) >= threshold;
   }
+  /// One element through its keep decision: kept and scaled, or 0, rounded to T.
+  template <class S>
+  LOOM_HOST_DEVICE LOOM_FORCEINLINE S apply_kept(S v, bool keep) const {
+    return drop_residual<T>(v, keep, scale);
+  }
   /// Element i through the mask.
   template <class S>
   LOOM_HOST_DEVICE LOOM_FORCEINLINE S apply(S v, std::uint64_t i) const {
-    return drop_residual<T>(v, keeps(i), scale);
+    return apply_kept(v, keeps(i));
   }
   /// Elements i .. i + V - 1 (one Philox call per four draws when aligned); returns their keep bits (bit k: v[k]).
   template <class S, int V>
@@ -71,14 +76,14 @@ struct residual_mask {
     for (int k = 0; k < V; ++k) {
       const bool keep = u[k] >= threshold;
       bits |= static_cast<std::uint32_t>(keep) << k;
-      v[k] = drop_residual<T>(v[k], keep, scale);
+      v[k] = apply_kept(v[k], keep);
     }
     return bits;
   }
   /// Elements through saved keep bits (bit k: v[k]), bit for bit what apply_run stores.
   template <class S, int V>
   LOOM_HOST_DEVICE LOOM_FORCEINLINE void apply_bits(S (&v)[V], std::uint32_t bits) const {
-    for (int k = 0; k < V; ++k) v[k] = drop_residual<T>(v[k], (bits >> k) & 1u, scale);
+    for (int k = 0; k < V; ++k) v[k] = apply_kept(v[k], (bits >> k) & 1u);
   }
 };
 
@@ -128,7 +133,7 @@ void host_layer_norm_forward(const row_view<T>& a, const row_view<T>& b, const T
         if (drop.p > 0) {
           const bool k = mask.keeps(static_cast<std::uint64_t>(r * a.n + j));
           if (kr) kr[j / 32] |= static_cast<std::uint32_t>(k) << (j % 32);
-          w = drop_residual<T>(w, k, mask.scale);
+          w = mask.apply_kept(w, k);
         }
         s[j] = convert<S>(convert<T>(static_cast<compute_t<T>>(convert<S>(ar[j]) + w)));
       }
@@ -179,7 +184,7 @@ void host_layer_norm_backward(const row_view<T>& dy, const row_view<T>& x, const
         T* out = dropped.row(r);
         const std::uint32_t* kr = keep ? keep + r * keep_words_per_row(n) : nullptr;
         for (index_t j = 0; j < n; ++j)
-          out[j] = convert<T>(kr ? drop_residual<T>(convert<S>(dxr[j]), saved_keep(kr, j), mask.scale)
+          out[j] = convert<T>(kr ? mask.apply_kept(convert<S>(dxr[j]), saved_keep(kr, j))
                                  : mask.apply(convert<S>(dxr[j]), static_cast<std::uint64_t>(r * n + j)));
       }
       // The sublayer's gradient as stored: dropout(dx), or dx itself.

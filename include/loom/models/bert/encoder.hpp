@@ -191,6 +191,7 @@ class encoder {
     const index_t Hl = layers_.front().attention().local_hidden(), Il = layers_.front().ffn().local_intermediate();
     const index_t local_heads = heads / group_.tensor_size();
     const int count = per_layer ? layer_count() : 1;
+    const bool save_masks = training && save_residual_masks();
     acts_.assign(count, {});
     const tensor_t scratch_h = rows_of(N, H);  // the attention and feed-forward outputs of every layer
     tensor_t scratch_h1, scratch_inter;  // h1 / inter of the layers that need not keep them
@@ -215,9 +216,9 @@ class encoder {
         a.norm1.sum = rows_of(N, H);
         a.norm2.sum = rows_of(N, H);
         // Saved residual-dropout masks: backward reads 1 bit per element instead of drawing Philox again.
-        if (save_residual_masks() && layers_[l].norm1().drops())
+        if (save_masks && layers_[l].norm1().drops())
           a.norm1.dropout_mask = tensor<std::int32_t, Device>({layer_norm_dropout_mask_words(N, H)});
-        if (save_residual_masks() && layers_[l].norm2().drops())
+        if (save_masks && layers_[l].norm2().drops())
           a.norm2.dropout_mask = tensor<std::int32_t, Device>({layer_norm_dropout_mask_words(N, H)});
         a.norm1.mean = tensor<float, Device>({N});
         a.norm1.rstd = tensor<float, Device>({N});
