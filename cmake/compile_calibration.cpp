@@ -41,7 +41,8 @@ template <class T, int Depth> auto chain(const T* a, const T* b) {
     return binary<leaf<T>, leaf<T>, std::plus<>>{{a}, {b}, {}};
   } else {
     auto inner = chain<T, Depth - 1>(a, b);
-    return binary<decltype(inner), leaf<T>, decltype([](auto x, auto y) { return x * y + std::tanh(x); })>{inner, {b}, {}};
+    using op = decltype([](auto x, auto y) { return x * y + std::tanh(x); });
+    return binary<decltype(inner), leaf<T>, op>{inner, {b}, {}};
   }
 }
 
@@ -83,7 +84,8 @@ std::size_t matches(const std::string& text) {
   for (const char* pattern : {R"re((\w+)@(\w+)\.com)re", R"re(^\s*(\d+)\s*,\s*"([^"]*)"\s*$)re",
                               R"re([A-Z][a-z]+(?:\s+[A-Z][a-z]+)*)re"}) {
     std::regex re(pattern);
-    n += static_cast<std::size_t>(std::distance(std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator()));
+    const auto found = std::distance(std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator());
+    n += static_cast<std::size_t>(found);
     n += std::regex_match(text, re);
   }
   return n;
