@@ -21,11 +21,9 @@ if [ "${LOOM_SANITIZE:-1}" != 0 ]; then
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \
     -DLOOM_CUDA=OFF -DLOOM_BUILD_BENCH=OFF -DLOOM_BUILD_API_EXAMPLES=OFF \
     -DCMAKE_CXX_FLAGS="$san_flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
-  # In its own process group (setsid), so that an early exit stops the compilers too, not only cmake: killing cmake
-  # alone left its ninja compiling on into a folder the next run had deleted.
-  setsid -w nice -n 19 cmake --build build-asan -j"$jobs" >build-asan/background-build.log 2>&1 &
+  nice -n 19 cmake --build build-asan -j"$jobs" >build-asan/background-build.log 2>&1 &
   san_build_pid=$!
-  trap '[ -z "$san_build_pid" ] || kill -- -"$san_build_pid" 2>/dev/null || true' EXIT
+  trap '[ -z "$san_build_pid" ] || kill "$san_build_pid" 2>/dev/null || true' EXIT
 fi
 # Without a GPU the CUDA code (loom-bert's CUDA paths, the GPU tests, the CUDA examples) only has to compile here,
 # never to run: nvcc's host -O0 and NVVM and ptxas at -O1 check the same code in 40% of the time (models_bert.cu: 36 s
