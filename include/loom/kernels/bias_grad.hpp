@@ -66,7 +66,7 @@ LOOM_HOST_DEVICE LOOM_FORCEINLINE compute_t<T> mapped_dy(T dy, [[maybe_unused]] 
       // The product is rounded to 16 bits: tanh.approx's ~2^-11 error is below bf16's half ulp (2^-9) and about fp16's
       // (2^-11), and one MUFU instruction replaces tanhf's ~24 (both of its formulas, then a select): the CUDA pass
       // was bound by issue as much as by bandwidth (30.9 -> 27.3 us for [4,096, 3,072] bf16 on an H200).
-      g = op::gelu_tanh_grad::given_tanh(x, op::tanh_approx_(op::gelu_tanh_grad::u(x)));
+      g = op::gelu_tanh_grad::given_tanh(x, op::tanh_approx_(op::gelu_tanh::u(x)));
     } else {
       g = op::gelu_tanh_grad{}(x);
     }

@@ -85,17 +85,16 @@ struct gelu_grad {
 /// GELU, tanh form (GPT-2's, cuBLASLt's GELU epilogue; what 16-bit precisions run): 0.5 x (1 + tanh(u)),
 /// u = sqrt(2/pi) (x + 0.044715 x^3).
 struct gelu_tanh {
-  template <class T> LOOM_HOST_DEVICE T operator()(T x) const {
-    return T(0.5) * x * (T(1) + tanh_(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)));
+  template <class T> LOOM_HOST_DEVICE T operator()(T x) const { return T(0.5) * x * (T(1) + tanh_(u(x))); }
+  /// u of x: tanh's argument, here and in the derivative.
+  template <class T> LOOM_HOST_DEVICE static T u(T x) {
+    return T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);
   }
 };
 /// d/dx gelu_tanh(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2), t = tanh(u).
 struct gelu_tanh_grad {
-  template <class T> LOOM_HOST_DEVICE T operator()(T x) const { return given_tanh(x, tanh_(u(x))); }
-  /// u of x, and the derivative given t = tanh(u): for a caller with its own tanh (bias_grad's 16-bit pass).
-  template <class T> LOOM_HOST_DEVICE static T u(T x) {
-    return T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);
-  }
+  template <class T> LOOM_HOST_DEVICE T operator()(T x) const { return given_tanh(x, tanh_(gelu_tanh::u(x))); }
+  /// The derivative given t = tanh(u): for a caller with its own tanh (bias_grad's 16-bit pass).
   template <class T> LOOM_HOST_DEVICE static T given_tanh(T x, T t) {
     return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * T(0.79788456080286535588) * (T(1) + T(0.134145) * x * x);
   }
