@@ -26,6 +26,17 @@ elseif(Catch2_FOUND)
   set(LOOM_CATCH2_MAJOR 2)
 endif()
 
+# loom_cuda_program(NAME SOURCES...): add_executable, or with LOOM_CUDA_PTX_ONLY an object library whose CUDA
+# sources compile to PTX (its other sources compile as usual); the caller links and configures either the same way.
+function(loom_cuda_program name)
+  if(LOOM_CUDA_PTX_ONLY)
+    add_library(${name} OBJECT ${ARGN})
+    set_target_properties(${name} PROPERTIES CUDA_PTX_COMPILATION ON)
+  else()
+    add_executable(${name} ${ARGN})
+  endif()
+endfunction()
+
 # loom_add_test(NAME name SOURCES a.cpp ... [LIBS ...] [LABELS ...] [NO_CTEST])
 # One Catch2 executable per tests/<dir>, registered with CTest as a single test.
 # Catch2 v2's main() carries the whole framework implementation (the slowest test TU): compiled once, linked by all.
@@ -36,7 +47,12 @@ function(loom_add_test)
     target_compile_definitions(loom_catch_main PRIVATE LOOM_CATCH2_MAJOR=${LOOM_CATCH2_MAJOR})
     target_link_libraries(loom_catch_main PRIVATE Catch2::Catch2)
   endif()
-  add_executable(${T_NAME} ${T_SOURCES} $<TARGET_OBJECTS:loom_catch_main>)
+  if(LOOM_CUDA_PTX_ONLY AND T_SOURCES MATCHES "\\.cu(;|$)")
+    loom_cuda_program(${T_NAME} ${T_SOURCES})  # checked, never run: no main, not registered
+    set(T_NO_CTEST ON)
+  else()
+    add_executable(${T_NAME} ${T_SOURCES} $<TARGET_OBJECTS:loom_catch_main>)
+  endif()
   target_include_directories(${T_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
   target_compile_definitions(${T_NAME} PRIVATE LOOM_CATCH2_MAJOR=${LOOM_CATCH2_MAJOR}
                                                LOOM_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

@@ -5,7 +5,7 @@
     compile_budget.py BUILD_DIR [BUDGETS] [--calibration-seconds S]
 
 Reads BUILD_DIR/.ninja_log (each object's last compile: start and end in ms, so wall time as the build ran it, two
-compiles at a time on CI's 2 cores), prints a markdown table of every object file, slowest first, with its budget
+compiles at a time on CI's 2 cores), prints a markdown table of every object file (and PTX file: LOOM_CUDA_PTX_ONLY), slowest first, with its budget
 and the total, and exits 1 naming each one over its budget (2 when the log, the budgets or the calibration cannot be
 read or run).
 
@@ -93,7 +93,7 @@ def compile_times(log):
                 fail(f"{log} is not a ninja log")
             for line in f:
                 parts = line.rstrip("\n").split("\t")
-                if len(parts) == 5 and parts[3].endswith(".o"):
+                if len(parts) == 5 and parts[3].endswith((".o", ".ptx")):
                     times[parts[3]] = (int(parts[1]) - int(parts[0])) / 1000  # the last entry wins: a rebuild
     except OSError as e:
         fail(f"cannot read {log}: {e.strerror} (a ninja build?)")
