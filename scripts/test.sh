@@ -4,9 +4,10 @@
 # (every report fatal), then the fuzz smoke runs (LOOM_FUZZ_SECONDS per target, default 20; 0 skips).
 #   Without a GPU (CI): one build, one run of every test. Host code at -O1 with the sanitizers; the CUDA code
 #   (loom-bert's CUDA paths, the GPU tests, the CUDA examples) only has to compile here, never to run, so nvcc stops
-#   at PTX (compute_90, no ptxas) with NVVM at -O0 and the host side at -O0.
+#   at PTX (cicc: its C++ front end checks the host code, NVVM compiles every kernel; no host compile, ptxas or link).
 #   With a GPU (`nvidia-smi -L` answers): the build is optimised as a release is and its tests (the GPU tests among
-#   them) run without sanitizers; then the host tests run again in build-asan with them (LOOM_SANITIZE=0 skips that).
+#   them) run without sanitizers; then the host tests run again in build-asan with them.
+#   LOOM_SANITIZE=0: no sanitizers anywhere (an optimised host build, its tests once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
