@@ -61,16 +61,17 @@ fi
 if [ $gpu = 1 ]; then
   # (Every flag set explicitly: the cache of a build folder configured without a GPU would keep the ones below.)
   cuda=(-DLOOM_CUDA_PTX_ONLY=OFF -DCMAKE_CUDA_FLAGS_RELEASE="-O3 -DNDEBUG" -DCMAKE_CUDA_ARCHITECTURES=90)
-  host=("${plain[@]}")
+  host=("${plain[@]}" -DLOOM_TEST_OPTIMIZATION=)
 else
   # PTX only (LOOM_CUDA_PTX_ONLY): every .cu file goes through cicc, whose C++ front end checks the host code and
   # whose NVVM compiles every kernel; the host compile of the .cu files, ptxas and the link of CUDA programs are
   # left to machines with a GPU (models_bert_bf16.cu: 21 s instead of ~75 with host -O0, NVVM and ptxas at -O1).
   cuda=(-DLOOM_CUDA_PTX_ONLY=ON -DCMAKE_CUDA_FLAGS_RELEASE="-O0 -DNDEBUG -Xcicc -O0"
         -DCMAKE_CUDA_ARCHITECTURES=90-virtual)
-  host=("${sanitized[@]}")
+  # -Og for the test programs whose runs are short (LOOM_TEST_OPTIMIZATION): half the compile time of -O1.
+  host=("${sanitized[@]}" -DLOOM_TEST_OPTIMIZATION=-Og)
 fi
-[ "$sanitize" != 0 ] || host=("${plain[@]}")
+[ "$sanitize" != 0 ] || host=("${plain[@]}" -DLOOM_TEST_OPTIMIZATION=)
 # Benchmarks are not tests: CI builds the tests (CUDA ones included) and examples only.
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_BUILD_BENCH=OFF "${host[@]}" "${cuda[@]}" \
   ${LOOM_CMAKE_ARGS:-}
