@@ -40,7 +40,8 @@ endfunction()
 # LOOM_TEST_OPTIMIZATION (e.g. -Og, set by scripts/test.sh in CI's sanitizer build): the optimisation of the test
 # programs whose runs are short (all but those marked COMPUTE), added after the build type's flags. Under ASan + UBSan
 # -Og compiles a test TU in half the time of -O1 (bert_test.cpp: 38 s against 73) and runs 1.2-1.6x slower.
-set(LOOM_TEST_OPTIMIZATION "" CACHE STRING "Optimisation flag for the test programs not marked COMPUTE (empty: the build's)")
+set(LOOM_TEST_OPTIMIZATION "" CACHE STRING
+    "Optimisation flag for the test programs not marked COMPUTE (empty: the build's)")
 
 # loom_add_test(NAME name SOURCES a.cpp ... [LIBS ...] [LABELS ...] [NO_CTEST] [COMPUTE])
 # One Catch2 executable per tests/<dir>, registered with CTest as a single test.

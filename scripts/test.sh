@@ -61,17 +61,19 @@ fi
 if [ $gpu = 1 ]; then
   # (Every flag set explicitly: the cache of a build folder configured without a GPU would keep the ones below.)
   cuda=(-DLOOM_CUDA_PTX_ONLY=OFF -DCMAKE_CUDA_FLAGS_RELEASE="-O3 -DNDEBUG" -DCMAKE_CUDA_ARCHITECTURES=90)
-  host=("${plain[@]}" -DLOOM_TEST_OPTIMIZATION=)
 else
   # PTX only (LOOM_CUDA_PTX_ONLY): every .cu file goes through cicc, whose C++ front end checks the host code and
   # whose NVVM compiles every kernel; the host compile of the .cu files, ptxas and the link of CUDA programs are
   # left to machines with a GPU (models_bert_bf16.cu: 21 s instead of ~75 with host -O0, NVVM and ptxas at -O1).
   cuda=(-DLOOM_CUDA_PTX_ONLY=ON -DCMAKE_CUDA_FLAGS_RELEASE="-O0 -DNDEBUG -Xcicc -O0"
         -DCMAKE_CUDA_ARCHITECTURES=90-virtual)
-  # -Og for the test programs whose runs are short (LOOM_TEST_OPTIMIZATION): half the compile time of -O1.
-  host=("${sanitized[@]}" -DLOOM_TEST_OPTIMIZATION=-Og)
 fi
-[ "$sanitize" != 0 ] || host=("${plain[@]}" -DLOOM_TEST_OPTIMIZATION=)
+# The main build is the sanitized one without a GPU (and LOOM_SANITIZE=0 wants none); -Og for its test programs whose
+# runs are short (LOOM_TEST_OPTIMIZATION): half the compile time of -O1.
+main_sanitized=0
+[ $gpu = 0 ] && [ "$sanitize" != 0 ] && main_sanitized=1
+host=("${plain[@]}" -DLOOM_TEST_OPTIMIZATION=)
+[ $main_sanitized = 0 ] || host=("${sanitized[@]}" -DLOOM_TEST_OPTIMIZATION=-Og)
 # Benchmarks are not tests: CI builds the tests (CUDA ones included) and examples only.
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_BUILD_BENCH=OFF "${host[@]}" "${cuda[@]}" \
   ${LOOM_CMAKE_ARGS:-}
@@ -86,10 +88,10 @@ bash scripts/get_minilm.sh build/models/all-MiniLM-L6-v2 ||
 bash scripts/get_tritonclient.sh build/pyenv || echo "test.sh: tritonclient unavailable, its test skips" >&2
 # Conan 2 (PyPI), for the test that runs `conan create` on the recipe; without network that test is skipped.
 bash scripts/get_conan.sh build/pyenv || echo "test.sh: conan unavailable, its test skips" >&2
-if [ $gpu = 1 ] || [ "$sanitize" = 0 ]; then
-  ctest --test-dir build --output-on-failure -j"$jobs"
-else
+if [ $main_sanitized = 1 ]; then
   sanitized_ctest build
+else
+  ctest --test-dir build --output-on-failure -j"$jobs"
 fi
 echo "test.sh: tests done after $(( $(date +%s) - start )) s" >&2
 # The API reference builds without a Doxygen warning.
