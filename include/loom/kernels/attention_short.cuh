@@ -6,10 +6,10 @@
 // Why: the general backward is two kernels (dQ; dK and dV) that each recompute the scores S = Q K^T and dP = dO V^T
 // and each load Q, K, V and dO again, so that no block needs more than one 64-row tile of either side. When the whole
 // sequence fits in one 128-row tile, one block of 8 warps holds Q, K, V and dO in shared memory, computes S and dP
-// once (each warp 16 query rows, 64 keys at a time), keeps dQ in registers, and leaves the dropped P^T and dS^T in
-// shared memory for the dK = dS^T Q and dV = P^T dO products of the second phase (each warp 16 keys). Every input
-// is read once and every output written once; the arithmetic and its rounding points are the general kernels'
-// (P and dS rounded to T before their products, sums over queries in 16-row steps in order).
+// once (each warp 16 query rows against 64 keys at a time), keeps dQ in registers, and leaves each 64-key tile's
+// dropped P^T and dS^T in shared memory for that tile's dK = dS^T Q and dV = P^T dO products (each warp 16 keys of
+// one of them). Every input is read once and every output written once; the arithmetic and its rounding points are
+// the general kernels' (P and dS rounded to T before their products, sums over queries in 16-row steps in order).
 #pragma once
 
 #include <atomic>
@@ -19,11 +19,12 @@ namespace loom::detail::attn {
 
 constexpr int short_rows = static_cast<int>(attention_short_rows);  // the longest sequence this kernel takes
 constexpr int short_warps = short_rows / 16;
+constexpr int short_key_tile = 64;  // keys per tile of P^T and dS^T
 
 template <int D>
 constexpr std::size_t short_backward_smem_bytes(std::size_t element) {
-  // Q, K, V, dO [128][D + 8]; P^T and dS^T [128][128 + 8]
-  return element * (4 * short_rows * (D + 8) + 2 * short_rows * (short_rows + 8));
+  // Q, K, V, dO [128][D + 8]; a tile's P^T and dS^T [64][128 + 8]
+  return element * (4 * short_rows * (D + 8) + 2 * short_key_tile * (short_rows + 8));
 }
 
 // The bias gradient's share of block (h, b): its warps' column sums of dq, dk, dv (`stored`; else the sequence had no
@@ -51,23 +52,32 @@ LOOM_DEVICE LOOM_FORCEINLINE void short_bias_sums(const attention_problem& p, co
                      p.bias_accumulate);
 }
 
-// Block (head, sequence), 8 warps.
+// Block (head, sequence), 8 warps, two blocks per SM on Hopper (at D = 64: 112 KB of shared memory with the
+// column sums, and at most 128 registers a thread). The keys go in two tiles of 64: per tile, phase 1 gives each
+// warp's 16 queries their scores against the tile's keys (adding to dQ, which stays in registers) and leaves the
+// tile's P^T and dS^T in shared memory; phase 2 gives warps 0-3 dV and warps 4-7 dK of 16 of the tile's keys each,
+// which go straight out.
+// (Before, all 128 keys' P^T and dS^T stayed resident: 143 KB and up to 220 registers, one block per SM, 384 blocks
+// in three waves with nothing to overlap one block's loads and barriers: 44.2 us per call at BERT-base batch 32 on
+// an H200 under ncu, 39.5 us now; docs/performance.md.)
 template <class T, int D, bool Dropout>
-__global__ void __launch_bounds__(32 * short_warps, 1) attention_backward_short_kernel(const attention_problem p) {
-  constexpr int Threads = 32 * short_warps, R = short_rows, BN = 64, LD = D + 8, LDP = R + 8, KS = D / 16;
+__global__ void __launch_bounds__(32 * short_warps, 2) attention_backward_short_kernel(const attention_problem p) {
+  constexpr int Threads = 32 * short_warps, R = short_rows, BN = short_key_tile, LD = D + 8, LDP = R + 8;
+  constexpr int KS = D / 16, SUB = 32;  // phase 1 takes a tile's keys 32 at a time (registers)
   wait_for_previous_kernel();
   extern __shared__ __align__(16) unsigned char short_smem[];
   T* s_q = reinterpret_cast<T*>(short_smem);
   T* s_k = s_q + R * LD;
   T* s_v = s_k + R * LD;
   T* s_do = s_v + R * LD;
-  T* s_pt = s_do + R * LD;   // [key][query]: P after dropout, transposed
-  T* s_dst = s_pt + R * LDP;  // [key][query]: dS, transposed
+  T* s_pt = s_do + R * LD;     // [key of the tile][query]: P after dropout, transposed
+  T* s_dst = s_pt + BN * LDP;  // [key of the tile][query]: dS, transposed
   const int h = blockIdx.x, b = blockIdx.y, S = p.seq, H = p.heads;
   const index_t stride = 3 * static_cast<index_t>(H) * D, hidden = static_cast<index_t>(H) * D;
   const index_t head = static_cast<index_t>(h) * D;
   const auto [first, len, rows] = sequence_rows_of(p, b);
-  __shared__ float colsum[short_warps][3][D];  // the bias gradient's column sums of dq, dk, dv, per warp
+  // The bias gradient's column sums of dq (slot: the warp's 16 queries), dk and dv (slot: 16 keys), in row order.
+  __shared__ float colsum[short_warps][3][D];
   if (rows <= 0) {
     if (p.dbias) short_bias_sums<T, D>(p, colsum, h, b, false);
     return;
@@ -85,11 +95,7 @@ __global__ void __launch_bounds__(32 * short_warps, 1) attention_backward_short_
   cp_async_wait_all();
   __syncthreads();
 
-  // ---- phase 1: the warp's 16 queries against every key: dQ, and P^T, dS^T into shared memory
   const int q0 = 16 * warp;
-  std::uint32_t qf[KS][4], dof[KS][4];
-  load_a<KS, LD>(qf, s_q + q0 * LD, lane);
-  load_a<KS, LD>(dof, s_do + q0 * LD, lane);
   float rowdot;  // D = rowsum(dO o O): lanes 2r and 2r+1 each take half of row r of the warp's 16
   {
     const int r = lane >> 1, half = lane & 1, row = q0 + r;
@@ -110,60 +116,78 @@ __global__ void __launch_bounds__(32 * short_warps, 1) attention_backward_short_
   float dq[D / 8][4] = {};
   const float to_log2 = p.scale * log2e;
   const float keep_scale = 1.0f / (1.0f - p.dropout.p);
-  const int tiles = (len + BN - 1) / BN;
-  for (int j = 0; j < tiles; ++j) {
-    const int k0 = j * BN;
-    float s[BN / 8][4] = {}, dp[BN / 8][4] = {};
-    mma_b_nk<T, KS, BN / 8, LD>(s, qf, s_k + k0 * LD, lane);
-    mma_b_nk<T, KS, BN / 8, LD>(dp, dof, s_v + k0 * LD, lane);
-    // The forward's saved mask where it has one: it wrote the tiles of every warp with a real query (tensor cores
-    // run this backward only where they ran the forward: same qkv and ctx), and a warp without one has P = 0 in
-    // every row (lse2 = +inf), whatever the bits.
-    unsigned keep = 0;
-    if constexpr (Dropout)
-      keep = !p.keep_bits ? tile_keep_bits<false>(p, b, h, q0, k0, lane)
-             : q0 < rows  ? *saved_keep_bits(p, b, h, q0, k0, lane)
-                          : 0u;
-    const bool partial = k0 + BN > len;  // only a tile past the sequence's end needs the key mask
-#pragma unroll
-    for (int nt = 0; nt < BN / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = k0 + nt * 8 + 2 * t + (e & 1), row = q0 + g + 8 * (e >> 1);
-        const float pr = partial && key >= len ? 0.0f : exp2_ftz(fmaf(s[nt][e], to_log2, -lse2[e >> 1]));
-        float mask = 1.0f;
-        if constexpr (Dropout) mask = (keep >> (4 * nt + e)) & 1u ? keep_scale : 0.0f;
-        const float ds = pr * (dp[nt][e] * mask - dsum[e >> 1]);
-        s[nt][e] = ds;
-        s_pt[key * LDP + row] = convert<T>(pr * mask);
-        s_dst[key * LDP + row] = convert<T>(ds);
-      }
-    }
-    std::uint32_t dsf[BN / 16][4];
-    to_a<T, BN / 16>(dsf, s);
-    mma_b_kn<T, BN / 16, D / 8, LD>(dq, dsf, s_k + k0 * LD, lane);
-  }
-  __syncthreads();  // P^T and dS^T complete; K and V are no longer read (their space becomes output staging)
-
-  // ---- phase 2: the warp's 16 keys against every query: dV = P^T dO, dK = dS^T Q
-  const int k0w = 16 * warp;
-  float dk[D / 8][4] = {}, dv[D / 8][4] = {};
-  if (k0w < len) {
-    std::uint32_t af[R / 16][4];
-    load_a<R / 16, LDP>(af, s_pt + k0w * LDP, lane);
-    mma_b_kn<T, R / 16, D / 8, LD>(dv, af, s_do, lane);
-    load_a<R / 16, LDP>(af, s_dst + k0w * LDP, lane);
-    mma_b_kn<T, R / 16, D / 8, LD>(dk, af, s_q, lane);
-  }
-  float* scratch = reinterpret_cast<float*>(s_k) + warp * 16 * (D + 4);
-  static_assert(2 * R * LD * sizeof(T) >= short_warps * 16 * (D + 4) * sizeof(float));
+  // Phase 2's warp: dV (warps 0-3, from P^T and dO) or dK (warps 4-7, from dS^T and Q) of 16 keys of each tile.
+  const bool dv_warp = warp < short_warps / 2;
+  const int kw = 16 * (warp % (short_warps / 2));
+  float* scratch = reinterpret_cast<float*>(s_pt) + warp * 16 * (D + 4);
+  static_assert(short_warps * 16 * (D + 4) * sizeof(float) <= 2 * BN * LDP * sizeof(T),
+                "the warps' store scratch fits where P^T and dS^T were");
   T* gdq = static_cast<T*>(p.dqkv) + first * stride + head;
   const bool sums = p.dbias != nullptr;
+
+  for (int k0 = 0; k0 < R; k0 += BN) {
+    // ---- phase 1: the warp's 16 queries against the tile's keys: dQ, and the tile's P^T, dS^T
+    if (k0 < len) {
+      // The forward's saved mask where it has one: it wrote the tiles of every warp with a real query (tensor cores
+      // run this backward only where they ran the forward: same qkv and ctx), and a warp without one has P = 0 in
+      // every row (lse2 = +inf), whatever the bits.
+      unsigned keep = 0;
+      if constexpr (Dropout)
+        keep = !p.keep_bits ? tile_keep_bits<false>(p, b, h, q0, k0, lane)
+               : q0 < rows  ? *saved_keep_bits(p, b, h, q0, k0, lane)
+                            : 0u;
+      const bool partial = k0 + BN > len;  // only a tile past the sequence's end needs the key mask
+#pragma unroll
+      for (int sub = 0; sub < BN / SUB; ++sub) {
+        const int ks = k0 + sub * SUB;
+        float s[SUB / 8][4] = {}, dp[SUB / 8][4] = {};
+        {
+          std::uint32_t a[KS][4];  // Q, then dO, from shared memory again each time: registers for occupancy
+          load_a<KS, LD>(a, s_q + q0 * LD, lane);
+          mma_b_nk<T, KS, SUB / 8, LD>(s, a, s_k + ks * LD, lane);
+          load_a<KS, LD>(a, s_do + q0 * LD, lane);
+          mma_b_nk<T, KS, SUB / 8, LD>(dp, a, s_v + ks * LD, lane);
+        }
+#pragma unroll
+        for (int nt = 0; nt < SUB / 8; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int key = ks + nt * 8 + 2 * t + (e & 1), row = q0 + g + 8 * (e >> 1);
+            const float pr = partial && key >= len ? 0.0f : exp2_ftz(fmaf(s[nt][e], to_log2, -lse2[e >> 1]));
+            float mask = 1.0f;
+            if constexpr (Dropout) mask = (keep >> (4 * (sub * SUB / 8 + nt) + e)) & 1u ? keep_scale : 0.0f;
+            const float ds = pr * (dp[nt][e] * mask - dsum[e >> 1]);
+            s[nt][e] = ds;
+            s_pt[(key - k0) * LDP + row] = convert<T>(pr * mask);
+            s_dst[(key - k0) * LDP + row] = convert<T>(ds);
+          }
+        }
+        std::uint32_t dsf[SUB / 16][4];
+        to_a<T, SUB / 16>(dsf, s);
+        mma_b_kn<T, SUB / 16, D / 8, LD>(dq, dsf, s_k + ks * LD, lane);
+      }
+    }
+    __syncthreads();  // the tile's P^T and dS^T complete
+
+    // ---- phase 2: dV = P^T dO or dK = dS^T Q of the warp's 16 keys, summed over every query in 16-row steps
+    float acc[D / 8][4] = {};
+    if (k0 + kw < len) {
+      const T* at = (dv_warp ? s_pt : s_dst) + kw * LDP;
+      const T* z = dv_warp ? s_do : s_q;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {  // half the queries at a time: registers
+        std::uint32_t af[R / 32][4];
+        load_a<R / 32, LDP>(af, at + half * (R / 2), lane);
+        mma_b_kn<T, R / 32, D / 8, LD>(acc, af, z + half * (R / 2) * LD, lane);
+      }
+    }
+    __syncthreads();  // P^T and dS^T read: their space becomes the warps' store scratch
+    const int slot = k0 / 16 + kw / 16;
+    store_rows<T, D>(acc, dv_warp ? 1.0f : p.scale, scratch, gdq + (dv_warp ? 2 : 1) * hidden, stride, k0 + kw, rows,
+                     p.accumulate, lane, sums ? colsum[slot][dv_warp ? 2 : 1] : nullptr);
+    __syncthreads();  // the scratch is P^T and dS^T again
+  }
   store_rows<T, D>(dq, p.scale, scratch, gdq, stride, q0, rows, p.accumulate, lane, sums ? colsum[warp][0] : nullptr);
-  store_rows<T, D>(dk, p.scale, scratch, gdq + hidden, stride, k0w, rows, p.accumulate, lane,
-                   sums ? colsum[warp][1] : nullptr);
-  store_rows<T, D>(dv, 1.0f, scratch, gdq + 2 * hidden, stride, k0w, rows, p.accumulate, lane,
-                   sums ? colsum[warp][2] : nullptr);
   if (sums) short_bias_sums<T, D>(p, colsum, h, b, true);
 }
 
@@ -186,6 +210,10 @@ bool launch_backward_short(const attention_problem& p, cudaStream_t stream) {
   if (bit == 0 || (configured.load(std::memory_order_acquire) & bit) == 0) {
     LOOM_CUDA_CHECK(cudaFuncSetAttribute(attention_backward_short_kernel<T, D, Dropout>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    // All of the SM's unified memory as shared memory, so that two blocks fit (the kernel uses no local memory)
+    LOOM_CUDA_CHECK(cudaFuncSetAttribute(attention_backward_short_kernel<T, D, Dropout>,
+                                         cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         static_cast<int>(cudaSharedmemCarveoutMaxShared)));
     configured.fetch_or(bit, std::memory_order_acq_rel);
   }
   const dim3 grid(static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
