@@ -41,6 +41,9 @@ LOOM_DEVICE LOOM_FORCEINLINE void cp_async_16(void* smem, const void* gmem, bool
 }
 LOOM_DEVICE LOOM_FORCEINLINE void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 LOOM_DEVICE LOOM_FORCEINLINE void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+LOOM_DEVICE LOOM_FORCEINLINE void cp_async_wait_all_but_newest() {
+  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+}
 
 LOOM_DEVICE LOOM_FORCEINLINE void ldmatrix_x4(std::uint32_t (&r)[4], const void* smem) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"

@@ -87,32 +87,61 @@ __global__ void __launch_bounds__(32 * short_warps, 2) attention_backward_short_
   const T* go = static_cast<const T*>(p.ctx) + first * hidden + head;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 
+  // Two groups: what the first key tile needs (Q, dO, its K and V), then the second tile's K and V, which land
+  // while the first is computed.
   load_rows_async<T, D, R, Threads>(s_q, gq, stride, 0, rows);
-  load_rows_async<T, D, R, Threads>(s_k, gq + hidden, stride, 0, len);
-  load_rows_async<T, D, R, Threads>(s_v, gq + 2 * hidden, stride, 0, len);
   load_rows_async<T, D, R, Threads>(s_do, gdo, hidden, 0, rows);
+  load_rows_async<T, D, BN, Threads>(s_k, gq + hidden, stride, 0, len);
+  load_rows_async<T, D, BN, Threads>(s_v, gq + 2 * hidden, stride, 0, len);
   cp_async_commit();
-  cp_async_wait_all();
-  __syncthreads();
+  load_rows_async<T, D, BN, Threads>(s_k + BN * LD, gq + hidden, stride, BN, len);
+  load_rows_async<T, D, BN, Threads>(s_v + BN * LD, gq + 2 * hidden, stride, BN, len);
+  cp_async_commit();
 
+  // The O half row and the lse values of the warp's rows, read from global memory while the tiles are in flight.
   const int q0 = 16 * warp;
-  float rowdot;  // D = rowsum(dO o O): lanes 2r and 2r+1 each take half of row r of the warp's 16
-  {
-    const int r = lane >> 1, half = lane & 1, row = q0 + r;
-    rowdot = 0;
-    if (row < rows)
-      rowdot = half_row_dot<T, D / 2>(s_do + row * LD + half * (D / 2),
-                                      go + static_cast<index_t>(row) * hidden + half * (D / 2));
-    rowdot += __shfl_xor_sync(full_warp, rowdot, 1);
-  }
-  float dsum[2], lse2[2];
+  struct alignas(16) pack { T e[8]; };
+  constexpr int half_packs = D / 16;
+  const int own_row = q0 + (lane >> 1), own_half = lane & 1;  // lanes 2r and 2r+1 take the halves of row r
+  pack o[half_packs] = {};
+  if (own_row < rows)
+#pragma unroll
+    for (int i = 0; i < half_packs; ++i)
+      o[i] = reinterpret_cast<const pack*>(go + static_cast<index_t>(own_row) * hidden + own_half * (D / 2))[i];
+  float lse2[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int row = q0 + g + 8 * i;
-    dsum[i] = __shfl_sync(full_warp, rowdot, 2 * (g + 8 * i));
     // +inf: rows past the sequence weigh nothing (their Q and dO are zeros as well)
     lse2[i] = row < rows ? p.lse[(static_cast<index_t>(b) * H + h) * S + row] * log2e : INFINITY;
   }
+  // The forward's saved mask where it has one, also read ahead: it wrote the tiles of every warp with a real query
+  // (tensor cores run this backward only where they ran the forward: same qkv and ctx), and a warp without one has
+  // P = 0 in every row (lse2 = +inf), whatever the bits.
+  static_assert(R == 2 * BN);
+  unsigned saved_first = 0, saved_second = 0;
+  if constexpr (Dropout)
+    if (p.keep_bits && q0 < rows) {
+      saved_first = *saved_keep_bits(p, b, h, q0, 0, lane);
+      if (BN < len) saved_second = *saved_keep_bits(p, b, h, q0, BN, lane);
+    }
+  cp_async_wait_all_but_newest();
+  __syncthreads();
+
+  float rowdot = 0;  // D = rowsum(dO o O), summed as half_row_dot does
+  if (own_row < rows) {
+    const T* d = s_do + own_row * LD + own_half * (D / 2);
+#pragma unroll
+    for (int i = 0; i < half_packs; ++i) {
+      const pack x = reinterpret_cast<const pack*>(d)[i];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) rowdot += to_f32(x.e[e]) * to_f32(o[i].e[e]);
+    }
+  }
+  rowdot += __shfl_xor_sync(full_warp, rowdot, 1);
+  float dsum[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) dsum[i] = __shfl_sync(full_warp, rowdot, 2 * (g + 8 * i));
   float dq[D / 8][4] = {};
   const float to_log2 = p.scale * log2e;
   const float keep_scale = 1.0f / (1.0f - p.dropout.p);
@@ -128,14 +157,9 @@ __global__ void __launch_bounds__(32 * short_warps, 2) attention_backward_short_
   for (int k0 = 0; k0 < R; k0 += BN) {
     // ---- phase 1: the warp's 16 queries against the tile's keys: dQ, and the tile's P^T, dS^T
     if (k0 < len) {
-      // The forward's saved mask where it has one: it wrote the tiles of every warp with a real query (tensor cores
-      // run this backward only where they ran the forward: same qkv and ctx), and a warp without one has P = 0 in
-      // every row (lse2 = +inf), whatever the bits.
       unsigned keep = 0;
       if constexpr (Dropout)
-        keep = !p.keep_bits ? tile_keep_bits<false>(p, b, h, q0, k0, lane)
-               : q0 < rows  ? *saved_keep_bits(p, b, h, q0, k0, lane)
-                            : 0u;
+        keep = !p.keep_bits ? tile_keep_bits<false>(p, b, h, q0, k0, lane) : k0 == 0 ? saved_first : saved_second;
       const bool partial = k0 + BN > len;  // only a tile past the sequence's end needs the key mask
 #pragma unroll
       for (int sub = 0; sub < BN / SUB; ++sub) {
@@ -185,7 +209,8 @@ __global__ void __launch_bounds__(32 * short_warps, 2) attention_backward_short_
     const int slot = k0 / 16 + kw / 16;
     store_rows<T, D>(acc, dv_warp ? 1.0f : p.scale, scratch, gdq + (dv_warp ? 2 : 1) * hidden, stride, k0 + kw, rows,
                      p.accumulate, lane, sums ? colsum[slot][dv_warp ? 2 : 1] : nullptr);
-    __syncthreads();  // the scratch is P^T and dS^T again
+    cp_async_wait_all();  // the second tile's K and V (nothing once they are in)
+    __syncthreads();      // the scratch is P^T and dS^T again
   }
   store_rows<T, D>(dq, p.scale, scratch, gdq, stride, q0, rows, p.accumulate, lane, sums ? colsum[warp][0] : nullptr);
   if (sums) short_bias_sums<T, D>(p, colsum, h, b, true);
