@@ -222,27 +222,40 @@ inline std::atomic<bool>& short_backward_enabled() {
   return on;
 }
 
-// Launches the one-kernel backward when every sequence fits in a 128-row tile; false otherwise.
+// Launches the one-kernel backward when every sequence fits in a 128-row tile and the device has the shared memory
+// it needs (Hopper and A100 do; GPUs with 99 KB a block or less, such as sm_86 and sm_89, take the two-kernel
+// backward instead of failing the launch); false otherwise.
 template <class T, int D, bool Dropout>
 bool launch_backward_short(const attention_problem& p, cudaStream_t stream) {
   if (p.seq > short_rows || !short_backward_enabled().load(std::memory_order_relaxed)) return false;
   constexpr std::size_t bytes = short_backward_smem_bytes<D>(sizeof(T));
-  // More than 48 KB of shared memory is an opt-in per kernel and device (a bit per device, once each).
-  static std::atomic<std::uint64_t> configured{0};
+  const auto kernel = attention_backward_short_kernel<T, D, Dropout>;
+  // More than 48 KB of shared memory is an opt-in per kernel and device: checked and set once per device (a bit
+  // each in `configured`, and in `fits` where the kernel fits).
+  static std::atomic<std::uint64_t> configured{0}, fits{0};
   int device = 0;
   LOOM_CUDA_CHECK(cudaGetDevice(&device));
   const std::uint64_t bit = device < 64 ? std::uint64_t{1} << device : 0;
+  bool fitting = bit != 0 && (fits.load(std::memory_order_acquire) & bit) != 0;
   if (bit == 0 || (configured.load(std::memory_order_acquire) & bit) == 0) {
-    LOOM_CUDA_CHECK(cudaFuncSetAttribute(attention_backward_short_kernel<T, D, Dropout>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-    // All of the SM's unified memory as shared memory, so that two blocks fit (the kernel uses no local memory)
-    LOOM_CUDA_CHECK(cudaFuncSetAttribute(attention_backward_short_kernel<T, D, Dropout>,
-                                         cudaFuncAttributePreferredSharedMemoryCarveout,
-                                         static_cast<int>(cudaSharedmemCarveoutMaxShared)));
+    int optin = 0;
+    LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    cudaFuncAttributes attributes{};
+    LOOM_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+    fitting = attributes.sharedSizeBytes + bytes <= static_cast<std::size_t>(optin);
+    if (fitting) {
+      LOOM_CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+      // All of the SM's unified memory as shared memory, so that two blocks fit (the kernel uses no local memory)
+      LOOM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                           static_cast<int>(cudaSharedmemCarveoutMaxShared)));
+      fits.fetch_or(bit, std::memory_order_acq_rel);
+    }
     configured.fetch_or(bit, std::memory_order_acq_rel);
   }
+  if (!fitting) return false;
   const dim3 grid(static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
-  launch_dependent(attention_backward_short_kernel<T, D, Dropout>, grid, 32 * short_warps, bytes, stream, p);
+  launch_dependent(kernel, grid, 32 * short_warps, bytes, stream, p);
   LOOM_CUDA_CHECK_LAUNCH();
   return true;
 }
