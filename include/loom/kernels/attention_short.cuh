@@ -59,7 +59,7 @@ LOOM_DEVICE LOOM_FORCEINLINE void short_bias_sums(const attention_problem& p, co
 // which go straight out.
 // (Before, all 128 keys' P^T and dS^T stayed resident: 143 KB and up to 220 registers, one block per SM, 384 blocks
 // in three waves with nothing to overlap one block's loads and barriers: 44.2 us per call at BERT-base batch 32 on
-// an H200 under ncu, 39.5 us now; docs/performance.md.)
+// an H200 under ncu, 38.5 us now with the reads below ahead of their use; docs/performance.md.)
 template <class T, int D, bool Dropout>
 __global__ void __launch_bounds__(32 * short_warps, 2) attention_backward_short_kernel(const attention_problem p) {
   constexpr int Threads = 32 * short_warps, R = short_rows, BN = short_key_tile, LD = D + 8, LDP = R + 8;
