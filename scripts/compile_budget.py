@@ -6,8 +6,8 @@
 
 Reads BUILD_DIR/.ninja_log (each object's last compile: start and end in ms, so wall time as the build ran it, two
 compiles at a time on CI's 2 cores), prints a markdown table of every object file (and PTX file: LOOM_CUDA_PTX_ONLY),
-slowest first, with its budget and the total, and exits 1 naming each one over its budget (2 when the log, the budgets or the calibration cannot be
-read or run).
+slowest first, with its budget and the total, and exits 1 naming each one over its budget (2 when the log, the budgets
+or the calibration cannot be read or run).
 
 Budgets are seconds on the machine that measured them, whose speed the budgets file records as the time of
 cmake/compile_calibration.cpp (one copy per core at once, as ninja runs the build). CI's machines compiled loom 2.4

@@ -36,8 +36,8 @@
 #                missing is refused on every rank, naming the file
 #   offload      ZeRO-Offload (--offload optimizer with zero1-3, --offload params with zero3): the equivalence above at
 #                2 and 4 ranks (accumulation 1 and 2; every pair of factors covered), byte-identical to the plain run
-#                as a world of one, checkpoints that resume with and without offloading, a killed rank ends the job, and what cannot be offloaded is
-#                refused at start-up with the flag named
+#                as a world of one, checkpoints that resume with and without offloading, a killed rank ends the job,
+#                and what cannot be offloaded is refused at start-up with the flag named
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/mpi_case_env.sh" dp_cases "$@"
 
