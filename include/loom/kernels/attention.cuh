@@ -233,18 +233,38 @@ LOOM_DEVICE LOOM_FORCEINLINE void store_rows(const float (&acc)[D / 8][4], float
   __syncwarp();
 }
 
-// Sum of dO . O over half a row (`n` elements at p and o, 16-byte aligned): the two lanes of a pair add up a row.
+// Eight elements of a row, one 16-byte load.
+template <class T>
+struct alignas(16) pack8 {
+  T e[8];
+};
+
+// N elements at p (16-byte aligned) as packs: half_row_dot's second operand, read ahead of the first.
 template <class T, int N>
-LOOM_DEVICE LOOM_FORCEINLINE float half_row_dot(const T* a, const T* b) {
-  struct alignas(16) pack { T e[8]; };
+LOOM_DEVICE LOOM_FORCEINLINE void load_half_row(const T* p, pack8<T> (&out)[N / 8]) {
+#pragma unroll
+  for (int i = 0; i < N / 8; ++i) out[i] = reinterpret_cast<const pack8<T>*>(p)[i];
+}
+
+// Sum of dO . O over half a row (N elements at a, 16-byte aligned, and in b): the two lanes of a pair add up a row.
+// Every backward sums it in this order, so the one-kernel and two-kernel backwards agree.
+template <class T, int N>
+LOOM_DEVICE LOOM_FORCEINLINE float half_row_dot(const T* a, const pack8<T> (&b)[N / 8]) {
   float s = 0;
 #pragma unroll
-  for (int i = 0; i < N; i += 8) {
-    const pack x = *reinterpret_cast<const pack*>(a + i), y = *reinterpret_cast<const pack*>(b + i);
+  for (int i = 0; i < N / 8; ++i) {
+    const pack8<T> x = reinterpret_cast<const pack8<T>*>(a)[i];
 #pragma unroll
-    for (int e = 0; e < 8; ++e) s += to_f32(x.e[e]) * to_f32(y.e[e]);
+    for (int e = 0; e < 8; ++e) s += to_f32(x.e[e]) * to_f32(b[i].e[e]);
   }
   return s;
+}
+
+template <class T, int N>
+LOOM_DEVICE LOOM_FORCEINLINE float half_row_dot(const T* a, const T* b) {
+  pack8<T> y[N / 8];
+  load_half_row<T, N>(b, y);
+  return half_row_dot<T, N>(a, y);
 }
 
 LOOM_DEVICE LOOM_FORCEINLINE int clamp_length(const std::int32_t* lengths, int b, int seq) {

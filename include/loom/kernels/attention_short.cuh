@@ -100,14 +100,9 @@ __global__ void __launch_bounds__(32 * short_warps, 2) attention_backward_short_
 
   // The O half row and the lse values of the warp's rows, read from global memory while the tiles are in flight.
   const int q0 = 16 * warp;
-  struct alignas(16) pack { T e[8]; };
-  constexpr int half_packs = D / 16;
   const int own_row = q0 + (lane >> 1), own_half = lane & 1;  // lanes 2r and 2r+1 take the halves of row r
-  pack o[half_packs] = {};
-  if (own_row < rows)
-#pragma unroll
-    for (int i = 0; i < half_packs; ++i)
-      o[i] = reinterpret_cast<const pack*>(go + static_cast<index_t>(own_row) * hidden + own_half * (D / 2))[i];
+  pack8<T> o[D / 16] = {};
+  if (own_row < rows) load_half_row<T, D / 2>(go + static_cast<index_t>(own_row) * hidden + own_half * (D / 2), o);
   float lse2[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -128,16 +123,8 @@ __global__ void __launch_bounds__(32 * short_warps, 2) attention_backward_short_
   cp_async_wait_all_but_newest();
   __syncthreads();
 
-  float rowdot = 0;  // D = rowsum(dO o O), summed as half_row_dot does
-  if (own_row < rows) {
-    const T* d = s_do + own_row * LD + own_half * (D / 2);
-#pragma unroll
-    for (int i = 0; i < half_packs; ++i) {
-      const pack x = reinterpret_cast<const pack*>(d)[i];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) rowdot += to_f32(x.e[e]) * to_f32(o[i].e[e]);
-    }
-  }
+  float rowdot = 0;  // D = rowsum(dO o O)
+  if (own_row < rows) rowdot = half_row_dot<T, D / 2>(s_do + own_row * LD + own_half * (D / 2), o);
   rowdot += __shfl_xor_sync(full_warp, rowdot, 1);
   float dsum[2];
 #pragma unroll
