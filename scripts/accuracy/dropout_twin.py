@@ -39,8 +39,9 @@ def philox(counter_lo, counter_hi, key):
     return c0, c1, c2, c3
 
 
-def uniform(words):
-    return (words >> np.uint64(8)).astype(np.float64) / 16777216.0
+def uniform16(words, half):
+    """Half `half` (0: low) of each word as a multiple of 2^-16: loom's dropout draws (uniform16 in random.hpp)."""
+    return ((words >> (np.uint64(16) * half)) & np.uint64(0xFFFF)).astype(np.float64) / 65536.0
 
 
 def stream_offset(step, layer, site):
@@ -48,23 +49,27 @@ def stream_offset(step, layer, site):
 
 
 def hidden_keep(shape, seed, step, layer, site, p):
-    """Keep mask of loom's elementwise dropout: draw i is word i % 4 of Philox(counter i / 4)."""
+    """Keep mask of loom's elementwise dropout: draw i is half i % 2 of word (i % 8) / 2 of Philox(counter i / 8)."""
     n = int(np.prod(shape))
     i = np.arange(n, dtype=np.uint64)
-    w = np.stack(philox(i >> np.uint64(2), stream_offset(step, layer, site), seed))  # [4, n]
-    u = uniform(w[(i & np.uint64(3)).astype(np.int64), np.arange(n)])
-    return torch.from_numpy((u.astype(np.float32) >= np.float32(p)).reshape(shape))
+    w = np.stack(philox(i >> np.uint64(3), stream_offset(step, layer, site), seed))  # [4, n]
+    word = ((i & np.uint64(7)) >> np.uint64(1)).astype(np.int64)
+    u = uniform16(w[word, np.arange(n)], i & np.uint64(1))
+    return torch.from_numpy((u >= np.float32(p)).reshape(shape))
 
 
 def attention_keep(batch, heads, seq, seed, step, layer, p):
-    """Keep mask [B, heads, S, S] of loom's attention dropout: one Philox block per 2 x 2 probabilities."""
+    """Keep mask [B, heads, S, S] of loom's attention dropout: one Philox block per 2 queries x 4 keys
+    ({k, k^1, k^8, k^9}), word (q % 2) * 2 + k % 2, half (k / 8) % 2."""
     b, h, q, k = np.meshgrid(*(np.arange(n, dtype=np.uint64) for n in (batch, heads, seq, seq)), indexing="ij")
-    half = np.uint64((seq + 1) // 2)
-    block = ((b * np.uint64(heads) + h) * half + (q >> np.uint64(1))) * half + (k >> np.uint64(1))
+    one = np.uint64(1)
+    query_pairs, key_blocks = np.uint64((seq + 1) // 2), np.uint64(4 * ((seq + 15) // 16))
+    block = ((b * np.uint64(heads) + h) * query_pairs + (q >> one)) * key_blocks + \
+        (k >> np.uint64(4)) * np.uint64(4) + ((k >> one) & np.uint64(3))
     w = np.stack(philox(block.ravel(), stream_offset(step, layer, 3), seed))
-    word = ((q & np.uint64(1)) * np.uint64(2) + (k & np.uint64(1))).ravel().astype(np.int64)
-    u = uniform(w[word, np.arange(word.size)])
-    return torch.from_numpy((u.astype(np.float32) >= np.float32(p)).reshape(batch, heads, seq, seq))
+    word = ((q & one) * np.uint64(2) + (k & one)).ravel().astype(np.int64)
+    u = uniform16(w[word, np.arange(word.size)], ((k >> np.uint64(3)) & one).ravel())
+    return torch.from_numpy((u >= np.float32(p)).reshape(batch, heads, seq, seq))
 
 
 class MaskedDropout(torch.nn.Module):

@@ -286,24 +286,28 @@ LOOM_DEVICE LOOM_FORCEINLINE sequence_rows sequence_rows_of(const attention_prob
 }
 
 // Dropout keep bits of the 32 probabilities a thread holds in a warp's 16 x 64 tile, bit 4*nt + e for element e of
-// n-tile nt. The rows are queries (or keys, when KeyRows) from row0, the columns the other one from col0 (both
-// even). Per n-tile a lane holds rows g and g + 8, columns 2t and 2t + 1: half of two 2 x 2 Philox blocks
-// (attention_dropout_block), whose other halves lane ^ 4 (row g ^ 1) holds. So the even lane draws the upper block,
-// the odd lane the lower one, and each hands the other the two words it needs: one Philox call per four elements.
-// A rolled loop: unrolled, eight inlined Philox instances cost more registers than the kernels can spare.
+// n-tile nt (row g + 8*(e/2), column 2t + e%2). The rows are queries (or keys, when KeyRows) from row0, the columns
+// the other one from col0; keys start at a multiple of 16, queries at an even index. Per two n-tiles, lane and
+// lane ^ 4 (row g ^ 1) need complementary word pairs of two Philox results (attention_dropout_block): with queries
+// as rows, the blocks of rows g (first) and g + 8 (second), whose low halves are n-tile 2m and high halves 2m + 1;
+// with keys as rows, the blocks of n-tiles 2m (first) and 2m + 1 (second), whose low halves are row g and high
+// halves row g + 8. The even lane draws the first, the odd lane the second, and each hands the other the two words it
+// needs: one Philox call per eight elements. A rolled loop: unrolled, the inlined Philox instances cost more
+// registers than the kernels can spare.
 template <bool KeyRows>
 LOOM_DEVICE LOOM_FORCEINLINE unsigned tile_keep_bits(const attention_problem& p, int b, int h, int row0, int col0,
                                                      int lane) {
   const int g = lane >> 2, t = lane & 3, odd = g & 1;
-  const int row = row0 + g + 8 * odd;  // a row of the block this lane draws
   // Word of (row parity, column parity) in a block: queries' parity picks the pair, keys' the word in it.
   const auto word = [](int rp, int cp) { return static_cast<std::uint64_t>(KeyRows ? cp * 2 + rp : rp * 2 + cp); };
-  const std::uint32_t threshold = uniform01_threshold(p.dropout.p);
-  const auto keep = [&](std::uint32_t w) { return static_cast<unsigned>((w >> 8) >= threshold); };
+  const std::uint32_t threshold = uniform16_threshold(p.dropout.p);
+  const auto keep = [&](std::uint32_t w, int high) {
+    return static_cast<unsigned>((high ? w >> 16 : w & 0xFFFFu) >= threshold);
+  };
   unsigned bits = 0;
 #pragma unroll 1
-  for (int nt = 0; nt < 8; ++nt) {
-    const int col = col0 + nt * 8 + 2 * t;
+  for (int m = 0; m < 4; ++m) {
+    const int row = row0 + g + (KeyRows ? 0 : 8 * odd), col = col0 + 16 * m + 2 * t + (KeyRows ? 8 * odd : 0);
     const int q = KeyRows ? col : row, k = KeyRows ? row : col;
     const philox_words r = philox4x32_10(
         attention_dropout_block(p.dropout, b, h, q, k, p.heads, p.seq),
@@ -311,9 +315,19 @@ LOOM_DEVICE LOOM_FORCEINLINE unsigned tile_keep_bits(const attention_problem& p,
     const std::uint32_t mine0 = philox_word(r, word(odd, 0)), mine1 = philox_word(r, word(odd, 1));
     const std::uint32_t got0 = __shfl_xor_sync(full_warp, philox_word(r, word(!odd, 0)), 4);
     const std::uint32_t got1 = __shfl_xor_sync(full_warp, philox_word(r, word(!odd, 1)), 4);
-    const unsigned upper = keep(odd ? got0 : mine0) | keep(odd ? got1 : mine1) << 1;
-    const unsigned lower = keep(odd ? mine0 : got0) | keep(odd ? mine1 : got1) << 1;
-    bits |= (upper | lower << 2) << (4 * nt);
+    // This lane's words (column parity 0, 1) of the first and the second block.
+    const std::uint32_t first[2] = {odd ? got0 : mine0, odd ? got1 : mine1};
+    const std::uint32_t second[2] = {odd ? mine0 : got0, odd ? mine1 : got1};
+    unsigned pair = 0;  // n-tiles 2m and 2m + 1
+#pragma unroll
+    for (int s = 0; s < 2; ++s)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int lower = e >> 1, c = e & 1;  // row g + 8, column 2t + 1
+        const std::uint32_t w = (KeyRows ? s : lower) ? second[c] : first[c];
+        pair |= keep(w, KeyRows ? lower : s) << (4 * s + e);
+      }
+    bits |= pair << (8 * m);
   }
   return bits;
 }

@@ -17,7 +17,7 @@
 #include "../autograd/derivative.hpp"  // defines: autograd::grad_mode
 #include "../config.hpp"
 #include "../core/dtype.hpp"           // defines: dtype_of, name (the element type in errors)
-#include "../tensor/random.hpp"        // defines: uniform01 (Philox4x32-10)
+#include "../tensor/random.hpp"        // defines: philox4x32_10, uniform16_threshold
 #include "../tensor/tensor.hpp"
 #include "bias_grad.hpp"  // defines: detail::host_bias_grad, detail::cuda_bias_grad_workspace_bytes
 #include "detail/rows.hpp"  // defines: detail::check_no_overlap
@@ -30,9 +30,10 @@
 namespace loom {
 
 /// Dropout on the attention probabilities (training), as HF's `attention_probs = dropout(softmax(scores))`:
-/// probability (b, h, q, k) is kept when its uniform draw (attention_keep: word (q%2)*2 + k%2 of Philox counter
-/// (((first + b)*heads + h)*ceil(S/2) + q/2)*ceil(S/2) + k/2) is >= p, and then scaled by 1/(1-p). The draw depends
-/// only on that index, so the host and CUDA drop the same elements. p = 0
+/// probability (b, h, q, k) is kept when its 16-bit draw as a uniform in [0, 1) is >= p (attention_keep: half (k/8)%2
+/// of word (q%2)*2 + k%2 of Philox counter (((first + b)*heads + h)*ceil(S/2) + q/2)*4*ceil(S/16) + (k/16)*4 +
+/// (k/2)%4), and then scaled by 1/(1-p). The draw depends only on that index, so the host and CUDA drop the same
+/// elements. p = 0
 /// (the default) is inference: no draws at all. Use a fresh (seed, offset) per layer and step, and pass the same
 /// one to attention_backward. `first` is the global index of this call's sequence 0 when the batch is a slice of a
 /// larger one (a rank's rows of a global batch, padded to the same S): each sequence then draws the mask it would
@@ -86,18 +87,21 @@ inline index_t cuda_attention_mask_words(index_t batch, index_t heads, index_t s
   return batch * heads * ((seq + 15) / 16) * ((seq + 63) / 64) * 32;
 }
 
-/// The Philox counter of probability (b, h, q, k): one per 2 x 2 block {q, q^1} x {k, k^1} of the [B, heads, S, S]
-/// probability tensor, whose four words are the block's four draws (attention_dropout_word). A tensor-core thread
-/// holds two adjacent columns of two rows, so it needs half of a block's words, and the thread beside it holds the
-/// other half: two threads share each Philox call (attention.cuh, tile_keep_bits), a quarter of one call per
-/// element, whichever of queries or keys are the rows of the tile.
+/// The Philox counter of probability (b, h, q, k): one per block of eight, queries {q, q^1} x keys {k, k^1, k^8,
+/// k^9} (a key pair and the pair 8 keys on, in the same 16-key group), of the [B, heads, S, S] probability tensor;
+/// its eight 16-bit halves are the block's draws (attention_dropout_word, attention_dropout_half). A tensor-core
+/// thread holds two adjacent columns of two rows 8 apart: with queries as rows it needs one word pair of two blocks
+/// (its rows) for two n-tiles (the low and high halves), with keys as rows one word pair of one block for one
+/// n-tile; either way the thread beside it (row ^ 1) needs the other pair, so two threads share two Philox calls per
+/// two n-tiles (attention.cuh, tile_keep_bits): an eighth of a call per element.
 /// `b` is the sequence's global index (attention_dropout::first + its index in the call).
 LOOM_HOST_DEVICE LOOM_FORCEINLINE std::uint64_t attention_dropout_block(std::uint64_t b, int h, int q, int k,
                                                                         int heads, int seq) {
-  const auto half = static_cast<std::uint64_t>((seq + 1) / 2);
-  return ((b * static_cast<std::uint64_t>(heads) + static_cast<std::uint64_t>(h)) * half +
-          static_cast<std::uint64_t>(q >> 1)) * half +
-         static_cast<std::uint64_t>(k >> 1);
+  const auto query_pairs = static_cast<std::uint64_t>((seq + 1) / 2);
+  const auto key_blocks = static_cast<std::uint64_t>((seq + 15) / 16) * 4;
+  return ((b * static_cast<std::uint64_t>(heads) + static_cast<std::uint64_t>(h)) * query_pairs +
+          static_cast<std::uint64_t>(q >> 1)) * key_blocks +
+         static_cast<std::uint64_t>((k >> 4) * 4 + ((k >> 1) & 3));
 }
 /// attention_dropout_block of the call's sequence b and head h, placed in the global batch and the whole layer.
 LOOM_HOST_DEVICE LOOM_FORCEINLINE std::uint64_t attention_dropout_block(const attention_dropout& d, int b, int h,
@@ -105,15 +109,18 @@ LOOM_HOST_DEVICE LOOM_FORCEINLINE std::uint64_t attention_dropout_block(const at
   return attention_dropout_block(d.first + static_cast<std::uint64_t>(b), d.first_head + h, q, k,
                                  d.all_heads ? d.all_heads : heads, seq);
 }
-/// Which word of its block's Philox result probability (b, h, q, k) draws.
+/// Which word of its block's Philox result probability (b, h, q, k) draws from, and which half of it (0: low).
 LOOM_HOST_DEVICE LOOM_FORCEINLINE int attention_dropout_word(int q, int k) { return (q & 1) * 2 + (k & 1); }
+LOOM_HOST_DEVICE LOOM_FORCEINLINE int attention_dropout_half(int k) { return (k >> 3) & 1; }
 
-/// True when probability (b, h, q, k) survives dropout (the same float comparison on host and device); b is the
-/// sequence's index in this call (d.first is added here).
+/// True when probability (b, h, q, k) survives dropout: its 16-bit draw is >= uniform16_threshold(p), i.e. the draw
+/// as a uniform in [0, 1) is >= p, as dropout_uniform's elements are compared (the same integer comparison on host
+/// and device); b is the sequence's index in this call (d.first is added here).
 LOOM_HOST_DEVICE LOOM_FORCEINLINE bool attention_keep(const attention_dropout& d, int b, int h, int q, int k,
                                                       int heads, int seq) {
   const philox_words r = philox4x32_10(attention_dropout_block(d, b, h, q, k, heads, seq), d.offset, d.seed);
-  return word_to_uniform01(philox_word(r, static_cast<std::uint64_t>(attention_dropout_word(q, k)))) >= d.p;
+  const std::uint32_t word = philox_word(r, static_cast<std::uint64_t>(attention_dropout_word(q, k)));
+  return (attention_dropout_half(k) ? word >> 16 : word & 0xFFFFu) >= uniform16_threshold(d.p);
 }
 
 #if LOOM_HAS_CUDA_RUNTIME

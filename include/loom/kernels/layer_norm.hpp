@@ -10,15 +10,15 @@
 #include <vector>
 
 #include "../config.hpp"
-#include "../tensor/random.hpp"  // defines: uniform01, uniform01_run
+#include "../tensor/random.hpp"  // defines: draw16, draw16_run, uniform16_threshold
 #include "detail/rows.hpp"       // defines: stat_t, grad_mode, detail::row_view
 
 namespace loom {
 
 /// Dropout on add_layer_norm_forward's b before the add: BERT's LN(x + dropout(sublayer(x))) without a dropout
-/// pass of its own. Element j of row r of b (n per row) is kept when uniform01(seed, offset, first + r * n + j) >=
+/// pass of its own. Element j of row r of b (n per row) is kept when uniform16(seed, offset, first + r * n + j) >=
 /// float(p) and is then multiplied by 1 / (1 - p) in T's compute type and rounded to T: bit for bit what
-/// `assign(b, where(uniform<float>(seed, offset).from(first) >= p, b * (1.0 / (1.0 - p)), 0.0))` stores in a
+/// `assign(b, where(dropout_uniform(seed, offset).from(first) >= p, b * (1.0 / (1.0 - p)), 0.0))` stores in a
 /// contiguous b before an unfused add_layer_norm_forward. p = 0: no dropout. `first` is the draw index of b's element
 /// 0: when b holds rows of a larger tensor (a rank's share of a global batch), the position of its first element
 /// there, so every element draws what it would in the unsplit tensor.
@@ -42,19 +42,19 @@ LOOM_HOST_DEVICE constexpr index_t keep_words_per_row(index_t n) { return (n + 3
 
 /// A residual_dropout as every LayerNorm pass applies it (forward on b, backward on dx): the keep threshold, the
 /// scale in T's compute type and the stream; element i of the tensor (row r, column c: i = r * n + c) draws
-/// uniform01(seed, offset, first + i).
+/// uniform16(seed, offset, first + i).
 template <class T>
 struct residual_mask {
-  float threshold = 0;
+  std::uint32_t threshold = 0;  // uniform16_threshold(p)
   compute_t<T> scale = 1;
   std::uint64_t seed = 0, offset = 0, first = 0;
   residual_mask() = default;
   explicit residual_mask(const residual_dropout& d)
-      : threshold(static_cast<float>(d.p)), scale(static_cast<compute_t<T>>(1.0 / (1.0 - d.p))), seed(d.seed),
-        offset(d.offset), first(d.first) {}
+      : threshold(uniform16_threshold(static_cast<float>(d.p))), scale(static_cast<compute_t<T>>(1.0 / (1.0 - d.p))),
+        seed(d.seed), offset(d.offset), first(d.first) {}
   /// Whether element i is kept.
   LOOM_HOST_DEVICE LOOM_FORCEINLINE bool keeps(std::uint64_t i) const {
-    return uniform01(seed, offset, first + i) >= threshold;
+    return draw16(seed, offset, first + i) >= threshold;
   }
   /// One element through its keep decision: kept and scaled, or 0, rounded to T.
   template <class S>
@@ -66,12 +66,12 @@ struct residual_mask {
   LOOM_HOST_DEVICE LOOM_FORCEINLINE S apply(S v, std::uint64_t i) const {
     return apply_kept(v, keeps(i));
   }
-  /// Elements i .. i + V - 1 (one Philox call per four draws when aligned); returns their keep bits (bit k: v[k]).
+  /// Elements i .. i + V - 1 (one Philox call per eight draws when aligned); returns their keep bits (bit k: v[k]).
   template <class S, int V>
   LOOM_HOST_DEVICE LOOM_FORCEINLINE std::uint32_t apply_run(S (&v)[V], std::uint64_t i) const {
     static_assert(V <= 32);
-    float u[V];
-    uniform01_run(seed, offset, first + i, u);
+    std::uint32_t u[V];
+    draw16_run(seed, offset, first + i, u);
     std::uint32_t bits = 0;
     for (int k = 0; k < V; ++k) {
       const bool keep = u[k] >= threshold;
@@ -369,8 +369,8 @@ std::size_t layer_norm_backward_workspace_bytes(index_t rows, index_t n) {
 /// second kernel: results are bitwise reproducible run to run. No atomics, no allocation, no host synchronisation.
 /// `dropped` with `drop.p` > 0 (dx given, of x's shape; it may be dx itself, which then ends as dropout(dx): each
 /// element is stored to dx, then to `dropped`, by the same thread): the same pass also writes dropout(dx), dx
-/// as stored through `drop` (element j of row r draws uniform01(seed, offset, first + r * n + j)): bit for bit what
-/// `assign(dropped, where(uniform<float>(seed, offset).from(first) >= p, dx * (1.0 / (1.0 - p)), 0.0))` stores after
+/// as stored through `drop` (element j of row r draws uniform16(seed, offset, first + r * n + j)): bit for bit what
+/// `assign(dropped, where(dropout_uniform(seed, offset).from(first) >= p, dx * (1.0 / (1.0 - p)), 0.0))` stores after
 /// the call, in one pass instead of two. That is the gradient of a sublayer whose output went through
 /// add_layer_norm_forward's residual_dropout, while dx stays the residual's share.
 /// `dsub` (contiguous [n], dx given): the column sums of that sublayer gradient as stored (`dropped`, or dx without

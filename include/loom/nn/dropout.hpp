@@ -82,7 +82,7 @@ struct pass {
 /// Dropout is linear, so the same call on a gradient is its backward.
 template <class T, class Device>
 void dropout(const tensor<T, Device>& dst, const tensor<T, Device>& src, dropout_stream s, double p) {
-  assign(dst, where(uniform<float>(s.seed, s.offset).from(s.first) >= static_cast<float>(p), src * (1.0 / (1.0 - p)),
+  assign(dst, where(dropout_uniform(s.seed, s.offset).from(s.first) >= static_cast<float>(p), src * (1.0 / (1.0 - p)),
                     0.0));
 }
 template <class T, class Device>

@@ -123,7 +123,8 @@ struct scalar : node_tag {
 };
 
 // ---- random streams: element i of the output gets draw first + i of (seed, offset) --------------------------------
-enum class distribution { uniform, normal };
+// uniform16: 16-bit uniforms, eight per Philox call (uniform16 in random.hpp), for dropout masks.
+enum class distribution { uniform, uniform16, normal };
 
 template <class T, distribution Dist>
 struct random : node_tag {
@@ -152,6 +153,8 @@ struct random : node_tag {
       if constexpr (Dist == distribution::uniform) {
         const auto u = static_cast<compute_t<T>>(uniform01(seed, offset, n));
         return op::fma_(b - a, u, a);
+      } else if constexpr (Dist == distribution::uniform16) {
+        return op::fma_(b - a, static_cast<compute_t<T>>(uniform16(seed, offset, n)), a);
       } else {
         const auto z = static_cast<compute_t<T>>(static_cast<float>(normal01(seed, offset, n)));
         return op::fma_(b, z, a);
@@ -160,12 +163,14 @@ struct random : node_tag {
     template <bool Flat>
     LOOM_HOST_DEVICE LOOM_FORCEINLINE compute_t<T> at(index_t i, const index_t*) const { return draw(i); }
     // Vector loads start at multiples of V (cuda_eval.cuh): uniform01_run then makes one Philox call per four draws
-    // when first + i is a multiple of 4 too (any other base takes its one-call-per-draw path).
+    // (uniform16_run per eight) when first + i is a multiple of 4 (8) too; any other base takes the slower paths.
     template <int V>
     LOOM_HOST_DEVICE LOOM_FORCEINLINE void load(index_t i, compute_t<T> (&out)[V]) const {
-      if constexpr (Dist == distribution::uniform) {
+      if constexpr (Dist != distribution::normal) {
         float u[V];
-        uniform01_run(seed, offset, first + static_cast<std::uint64_t>(i), u);
+        const std::uint64_t d = first + static_cast<std::uint64_t>(i);
+        if constexpr (Dist == distribution::uniform) uniform01_run(seed, offset, d, u);
+        else uniform16_run(seed, offset, d, u);
         for (int k = 0; k < V; ++k) out[k] = op::fma_(b - a, static_cast<compute_t<T>>(u[k]), a);
       } else {
         for (int k = 0; k < V; ++k) out[k] = draw(i + k);
@@ -423,6 +428,12 @@ template <element T = float>
 auto uniform(std::uint64_t seed, std::uint64_t offset = 0, double lo = 0.0, double hi = 1.0) {
   return expr::random<T, expr::distribution::uniform>{{}, seed, offset, static_cast<compute_t<T>>(lo),
                                                       static_cast<compute_t<T>>(hi)};
+}
+/// Dropout's stream: uniforms in [0, 1) with 16 random bits (multiples of 2^-16), eight per Philox call, where
+/// uniform() makes four; counter-based and `.from(base)` like uniform(). `where(dropout_uniform(seed, offset) >= p,
+/// x * (1 / (1 - p)), 0)` is dropout, and the fused kernels (LayerNorm's residual dropout, attention) draw the same.
+inline auto dropout_uniform(std::uint64_t seed, std::uint64_t offset = 0) {
+  return expr::random<float, expr::distribution::uniform16>{{}, seed, offset, 0.0f, 1.0f};
 }
 /// A stream of normal numbers N(mean, stddev^2), counter-based like uniform().
 template <element T = float>

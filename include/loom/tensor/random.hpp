@@ -93,6 +93,53 @@ LOOM_HOST_DEVICE LOOM_FORCEINLINE void uniform01_run(std::uint64_t seed, std::ui
   for (int k = 0; k < V; ++k) out[k] = uniform01(seed, offset, i + static_cast<std::uint64_t>(k));
 }
 
+/// Dropout's draws: 16 random bits each, eight per Philox call (half the generator's work per element of
+/// uniform01, which bound the dropout passes of a training step). Draw i of stream (seed, offset) is half (i & 1)
+/// (0: the low 16 bits) of word (i >> 1) & 3 of Philox(counter i / 8); as a uniform in [0, 1) it is that half times
+/// 2^-16 (uniform16). 2^-16 resolves a dropout probability to within 1.5e-5, where 8-bit draws (FlashAttention's)
+/// are off by up to 4e-3.
+LOOM_HOST_DEVICE LOOM_FORCEINLINE std::uint32_t philox_half(const philox_words& r, std::uint64_t j) {
+  const std::uint32_t w = philox_word(r, j >> 1);
+  return (j & 1) ? w >> 16 : w & 0xFFFFu;
+}
+LOOM_HOST_DEVICE LOOM_FORCEINLINE std::uint32_t draw16(std::uint64_t seed, std::uint64_t offset, std::uint64_t i) {
+  return philox_half(philox4x32_10(i >> 3, offset, seed), i & 7);
+}
+LOOM_HOST_DEVICE LOOM_FORCEINLINE float uniform16(std::uint64_t seed, std::uint64_t offset, std::uint64_t i) {
+  return static_cast<float>(draw16(seed, offset, i)) * (1.0f / 65536.0f);
+}
+/// The smallest 16-bit draw h whose uniform16 is >= p, p in [0, 1]: `h >= uniform16_threshold(p)` decides that
+/// comparison exactly with one integer compare (65536 when p = 1: nothing is kept).
+LOOM_HOST_DEVICE LOOM_FORCEINLINE std::uint32_t uniform16_threshold(float p) {
+  return p <= 0.0f ? 0u : static_cast<std::uint32_t>(ceilf(p * 65536.0f));  // p * 2^16 is exact
+}
+
+/// Draws i .. i + V - 1 of the 16-bit stream (seed, offset): one Philox call per eight draws when i and V are
+/// multiples of 8, per four when they are multiples of 4 (a float tensor's vector loads), else one per draw.
+template <int V>
+LOOM_HOST_DEVICE LOOM_FORCEINLINE void draw16_run(std::uint64_t seed, std::uint64_t offset, std::uint64_t i,
+                                                  std::uint32_t (&out)[V]) {
+  constexpr int Group = V % 8 == 0 ? 8 : V % 4 == 0 ? 4 : 1;
+  if constexpr (Group > 1) {
+    if ((i & (Group - 1)) == 0) {
+      for (int g = 0; g < V / Group; ++g) {
+        const std::uint64_t d = i + static_cast<std::uint64_t>(Group * g);
+        const philox_words r = philox4x32_10(d >> 3, offset, seed);
+        for (int j = 0; j < Group; ++j) out[Group * g + j] = philox_half(r, (d & 7) + static_cast<std::uint64_t>(j));
+      }
+      return;
+    }
+  }
+  for (int k = 0; k < V; ++k) out[k] = draw16(seed, offset, i + static_cast<std::uint64_t>(k));
+}
+template <int V>
+LOOM_HOST_DEVICE LOOM_FORCEINLINE void uniform16_run(std::uint64_t seed, std::uint64_t offset, std::uint64_t i,
+                                                     float (&out)[V]) {
+  std::uint32_t h[V];
+  draw16_run(seed, offset, i, h);
+  for (int k = 0; k < V; ++k) out[k] = static_cast<float>(h[k]) * (1.0f / 65536.0f);
+}
+
 /// Standard normal by Box-Muller, computed in double and then rounded, so host and CUDA libm differences
 /// (an ulp of double at most) essentially never change the float result.
 LOOM_HOST_DEVICE inline double normal01(std::uint64_t seed, std::uint64_t offset, std::uint64_t i) {

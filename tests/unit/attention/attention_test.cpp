@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <limits>
 #include <random>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -471,7 +472,7 @@ TEMPLATE_LIST_TEST_CASE("attention_backward matches the fp64 host gradient", "[a
 TEMPLATE_LIST_TEST_CASE("dropout drops the same probabilities on every device", "[attention]", attention_types) {
   using T = TestType;
   // V rows are one-hot (v_k = e_k, head_dim >= S), so ctx[q, k] = P[q, k] * keep / (1 - p): zero exactly where
-  // the mask dropped the probability, which must be where uniform01(seed, offset, index(b, h, q, k)) < p.
+  // the mask dropped the probability, which must be where detail::attention_keep(b, h, q, k) says so.
   for (const auto& [S, D] : {std::pair{64, 64}, std::pair{32, 32}, std::pair{45, 64}}) {
     const int B = 2, H = 2;
     const std::vector<int> lens = {S, S / 2 + 1};
@@ -501,10 +502,39 @@ TEMPLATE_LIST_TEST_CASE("dropout drops the same probabilities on every device", 
   }
 }
 
+TEST_CASE("attention's dropout draws are the documented Philox halves, each used once", "[attention][dropout]") {
+  // Probability (b, h, q, k) draws half (k/8)%2 of word (q%2)*2 + k%2 of Philox counter
+  // (((first + b)*all_heads + first_head + h)*ceil(S/2) + q/2)*4*ceil(S/16) + (k/16)*4 + (k/2)%4, compared as a
+  // multiple of 2^-16 with p. Written out here from the documentation, not through the library's helpers.
+  for (const int S : {1, 20, 64, 100, 128}) {
+    INFO("S " << S);
+    const attention_dropout drop{0.1f, 2026, 7, 3, 1, 4};  // this call's heads are heads 1.. of 4
+    const int B = 2, H = 2;
+    std::set<std::tuple<std::uint64_t, int, int>> used;
+    std::size_t kept = 0, all = 0;
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < H; ++h)
+        for (int q = 0; q < S; ++q)
+          for (int k = 0; k < S; ++k) {
+            const std::uint64_t qp = (S + 1) / 2, kb = 4 * static_cast<std::uint64_t>((S + 15) / 16);
+            const std::uint64_t counter = (((3 + b) * 4ull + 1 + h) * qp + q / 2) * kb + (k / 16) * 4 + (k / 2) % 4;
+            const int w = (q % 2) * 2 + k % 2, half = (k / 8) % 2;
+            const auto r = loom::philox4x32_10(counter, 7, 2026);
+            const std::uint32_t draw = (r.w[w] >> (16 * half)) & 0xFFFFu;
+            const bool expect = static_cast<double>(draw) / 65536.0 >= static_cast<double>(0.1f);
+            REQUIRE(detail::attention_keep(drop, b, h, q, k, H, S) == expect);
+            CHECK(used.emplace(counter, w, half).second);  // no two probabilities share a draw
+            kept += expect;
+            ++all;
+          }
+    if (all >= 10000) CHECK(std::abs(static_cast<double>(kept) / all - 0.9) < 0.01);
+  }
+}
+
 TEST_CASE("the dropout mask the CUDA forward saves holds the host's keep decisions", "[attention][dropout]") {
   // Word (b, h, query tile of 16, key tile of 64, lane) holds bit 4 * nt + e for query 16 * tile + lane / 4 +
   // 8 * (e / 2) and key 64 * tile + 8 * nt + 2 * (lane % 4) + e % 2 (the mma accumulator layout); each bit must be
-  // detail::attention_keep, the host's float comparison of the same Philox word.
+  // detail::attention_keep, the host's comparison of the same Philox draw.
   const int B = 3, S = 100, H = 2, D = 64;
   const std::vector<int> lens = {100, 1, 70};
   const index_t words = attention_dropout_mask_words<device>(B, H, S);

@@ -34,11 +34,13 @@ struct ln_inputs {
         b(random_tensor<T>({n}, seed + 2)), vx(values(x)), vg(values(g)), vb(values(b)) {}
 };
 
-// Residual dropout's reference from Philox itself: draw d = first + i is word d % 4 of Philox4x32-10(counter d / 4),
-// 24 bits; element i is kept when it is >= p, then scaled by 1 / (1 - p) in T's compute type and rounded to T.
+// Residual dropout's reference from Philox itself: draw d = first + i is 16-bit half (d % 8) % 2 (0: low) of word
+// (d % 8) / 2 of Philox4x32-10(counter d / 8); element i is kept when it is >= p as a multiple of 2^-16, then scaled
+// by 1 / (1 - p) in T's compute type and rounded to T.
 bool kept(double p, std::uint64_t seed, std::uint64_t offset, std::uint64_t d) {
-  const auto words = loom::philox4x32_10(d / 4, offset, seed);
-  return static_cast<float>(words.w[d % 4] >> 8) / 16777216.0f >= static_cast<float>(p);
+  const auto words = loom::philox4x32_10(d / 8, offset, seed);
+  const std::uint32_t half = (words.w[(d % 8) / 2] >> (16 * (d % 2))) & 0xFFFFu;
+  return static_cast<double>(half) / 65536.0 >= static_cast<double>(static_cast<float>(p));
 }
 template <class T>
 double dropped_ref(double v, double p, std::uint64_t seed, std::uint64_t offset, std::uint64_t d) {
@@ -143,7 +145,7 @@ TEMPLATE_LIST_TEST_CASE("add_layer_norm_forward with residual dropout equals dro
         check_close(values(bb), vh, 0.0, "b unchanged " + what);
         // The unfused form: a dropout pass over b, then the plain residual LayerNorm. Same bits.
         using loom::operator>=, loom::operator*;
-        loom::assign(bb, loom::where(loom::uniform<float>(seed, offset).from(first) >= static_cast<float>(p),
+        loom::assign(bb, loom::where(loom::dropout_uniform(seed, offset).from(first) >= static_cast<float>(p),
                                      bb * (1.0 / (1.0 - p)), 0.0));
         tensor<T, device> sum2({rows, n}), y2({rows, n});
         loom::add_layer_norm_forward(a, bb, g, beta, eps, sum2, y2);

@@ -1,6 +1,7 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
 // Elementwise expressions, broadcasting and casts against an fp64 reference; host and CUDA (tests/gpu) builds.
+#include <cmath>
 #include <functional>
 
 #include "test_util.hpp"
@@ -261,6 +262,48 @@ TEST_CASE("Philox4x32-10 gives Random123's known answers; runs of draws equal si
     for (int k = 0; k < 8; ++k) REQUIRE(run8[k] == loom::uniform01(7, 5, start + k));
     for (int k = 0; k < 3; ++k) REQUIRE(run3[k] == loom::uniform01(7, 5, start + k));
   }
+}
+
+TEST_CASE("dropout's 16-bit draws: eight halves of each Philox result, kept at the rate 1 - p", "[tensor][random]") {
+  // Draw i of (seed 0, offset 0), i < 8, is half i % 2 of word i / 2 of Philox(0, 0, 0): Random123's known answer.
+  const std::uint32_t kat[4] = {0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u};
+  for (std::uint64_t i = 0; i < 8; ++i) {
+    const std::uint32_t half = (kat[i / 2] >> (16 * (i % 2))) & 0xFFFFu;
+    CHECK(loom::draw16(0, 0, i) == half);
+    CHECK(static_cast<double>(loom::uniform16(0, 0, i)) == half / 65536.0);
+  }
+  // Runs of every width and start equal single draws (the eight-per-call, four-per-call and per-draw paths).
+  for (std::uint64_t start : {0ull, 1ull, 2ull, 3ull, 4ull, 6ull, 8ull, 12ull, 1001ull, (1ull << 40) + 4}) {
+    INFO("start " << start);
+    std::uint32_t run16[16], run4[4], run3[3];
+    float u8[8];
+    loom::draw16_run(7, 5, start, run16);
+    loom::draw16_run(7, 5, start, run4);
+    loom::draw16_run(7, 5, start, run3);
+    loom::uniform16_run(7, 5, start, u8);
+    for (int k = 0; k < 16; ++k) REQUIRE(run16[k] == loom::draw16(7, 5, start + k));
+    for (int k = 0; k < 4; ++k) REQUIRE(run4[k] == loom::draw16(7, 5, start + k));
+    for (int k = 0; k < 3; ++k) REQUIRE(run3[k] == loom::draw16(7, 5, start + k));
+    for (int k = 0; k < 8; ++k) REQUIRE(u8[k] == loom::uniform16(7, 5, start + k));
+  }
+  // The integer threshold decides exactly what the float comparison does, at and beside each multiple of 2^-16.
+  for (const float p : {0.0f, 0.1f, 0.5f, 0.03f, 1.0f / 65536.0f, 0.999f, std::nextafter(0.25f, 1.0f), 0.25f}) {
+    const std::uint32_t th = loom::uniform16_threshold(p);
+    for (std::uint32_t h : {th > 0 ? th - 1 : 0u, th, th + 1})
+      if (h < 65536) CHECK((h >= th) == (static_cast<double>(h) / 65536.0 >= static_cast<double>(p)));
+  }
+  // As an expression on this device: dropout_uniform's elements are the draws, and every position of a Philox
+  // result keeps at the rate 1 - p (0.25 here: ~0.6% standard error per position over 2^13 results).
+  const index_t n = index_t{1} << 16;
+  tensor<float, device> u({n});
+  u = loom::dropout_uniform(31, 9).from(8);
+  const auto vu = values(u);
+  std::size_t kept[8] = {};
+  for (index_t i = 0; i < n; ++i) {
+    REQUIRE(vu[i] == static_cast<double>(loom::uniform16(31, 9, 8 + static_cast<std::uint64_t>(i))));
+    kept[i % 8] += vu[i] >= 0.25;
+  }
+  for (int j = 0; j < 8; ++j) CHECK(std::abs(static_cast<double>(kept[j]) / (n / 8) - 0.75) < 0.025);
 }
 
 TEST_CASE("memory statistics follow allocations", "[tensor][memory]") {
