@@ -53,13 +53,6 @@ LOOM_HOST_DEVICE LOOM_FORCEINLINE float word_to_uniform01(std::uint32_t w) {
   return static_cast<float>(w >> 8) * (1.0f / 16777216.0f);
 }
 
-/// The smallest w >> 8 for which word_to_uniform01(w) >= p, p in [0, 1): both sides are multiples of 2^-24, so
-/// `(w >> 8) >= uniform01_threshold(p)` decides that comparison exactly, with one integer compare per word instead
-/// of a conversion and a multiply (hot in the attention kernels' dropout).
-LOOM_HOST_DEVICE LOOM_FORCEINLINE std::uint32_t uniform01_threshold(float p) {
-  return p <= 0.0f ? 0u : static_cast<std::uint32_t>(ceilf(p * 16777216.0f));  // p * 2^24 is exact
-}
-
 /// Word j (0..3) of a Philox result, selected without indexing a local array (which would go to local memory on
 /// the GPU when j is not a compile-time constant).
 LOOM_HOST_DEVICE LOOM_FORCEINLINE std::uint32_t philox_word(const philox_words& r, std::uint64_t j) {
