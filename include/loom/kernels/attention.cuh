@@ -302,12 +302,13 @@ LOOM_DEVICE LOOM_FORCEINLINE unsigned tile_keep_bits(const attention_problem& p,
   const auto word = [](int rp, int cp) { return static_cast<std::uint64_t>(KeyRows ? cp * 2 + rp : rp * 2 + cp); };
   const std::uint32_t threshold = uniform16_threshold(p.dropout.p);
   const auto keep = [&](std::uint32_t w, int high) {
-    return static_cast<unsigned>((high ? w >> 16 : w & 0xFFFFu) >= threshold);
+    return static_cast<unsigned>(word_half(w, static_cast<std::uint64_t>(high)) >= threshold);
   };
+  const int row = row0 + g + (KeyRows ? 0 : 8 * odd);  // a row of the block this lane draws
   unsigned bits = 0;
 #pragma unroll 1
   for (int m = 0; m < 4; ++m) {
-    const int row = row0 + g + (KeyRows ? 0 : 8 * odd), col = col0 + 16 * m + 2 * t + (KeyRows ? 8 * odd : 0);
+    const int col = col0 + 16 * m + 2 * t + (KeyRows ? 8 * odd : 0);
     const int q = KeyRows ? col : row, k = KeyRows ? row : col;
     const philox_words r = philox4x32_10(
         attention_dropout_block(p.dropout, b, h, q, k, p.heads, p.seq),

@@ -17,7 +17,7 @@
 #include "../autograd/derivative.hpp"  // defines: autograd::grad_mode
 #include "../config.hpp"
 #include "../core/dtype.hpp"           // defines: dtype_of, name (the element type in errors)
-#include "../tensor/random.hpp"        // defines: philox4x32_10, uniform16_threshold
+#include "../tensor/random.hpp"        // defines: philox4x32_10, word_half, uniform16_threshold
 #include "../tensor/tensor.hpp"
 #include "bias_grad.hpp"  // defines: detail::host_bias_grad, detail::cuda_bias_grad_workspace_bytes
 #include "detail/rows.hpp"  // defines: detail::check_no_overlap
@@ -120,7 +120,7 @@ LOOM_HOST_DEVICE LOOM_FORCEINLINE bool attention_keep(const attention_dropout& d
                                                       int heads, int seq) {
   const philox_words r = philox4x32_10(attention_dropout_block(d, b, h, q, k, heads, seq), d.offset, d.seed);
   const std::uint32_t word = philox_word(r, static_cast<std::uint64_t>(attention_dropout_word(q, k)));
-  return (attention_dropout_half(k) ? word >> 16 : word & 0xFFFFu) >= uniform16_threshold(d.p);
+  return word_half(word, static_cast<std::uint64_t>(attention_dropout_half(k))) >= uniform16_threshold(d.p);
 }
 
 #if LOOM_HAS_CUDA_RUNTIME
