@@ -4,7 +4,8 @@
 // kernel before it on the stream finishes, and waits for that kernel inside, at wait_for_previous_kernel(), instead
 // of in the launch path. Between two short kernels that hides part of the launch latency, also inside a CUDA graph
 // (each launch_dependent becomes a programmatic edge): 25 us of a 0.464 ms batch-1 BERT-base pass on an H100
-// (docs/performance.md).
+// (docs/performance.md). A kernel that calls allow_next_kernel() lets the next one start earlier still, while it
+// runs (the short GEMM calls it once its main loop is done).
 #pragma once
 
 #include <cstdlib>
@@ -23,6 +24,15 @@ namespace loom::detail {
 __device__ __forceinline__ void wait_for_previous_kernel() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/// Lets the next kernel on the stream, if it was started by a dependent launch, be scheduled now rather than when
+/// this kernel ends: it still waits for this kernel's completion at its own wait_for_previous_kernel(), but runs
+/// what comes before that (reading data no kernel in flight writes) alongside this kernel's remaining work.
+__device__ __forceinline__ void allow_next_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 

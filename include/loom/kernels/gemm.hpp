@@ -15,9 +15,11 @@
 
 #if LOOM_HAS_CUDA_RUNTIME
 #include "gemm_cublaslt.hpp"  // defines: detail::cublaslt_matmul
+#include "gemm_short.hpp"      // defines: detail::short_gemm_for
 #endif
 #if LOOM_CUDA_COMPILER
 #include "gemm_gelu.cuh"  // defines: the erf-GELU pass for gemm_epilogue::bias_gelu on CUDA, gelu_erf_pass_registered
+#include "gemm_short.cuh"  // defines: the short-GEMM kernel, short_gemm_registered
 #endif
 
 namespace loom {
@@ -41,11 +43,21 @@ bool run_matmul(const tensor<T, Device>& a, const tensor<T, Device>& b, const te
     // Only here does the nvcc TU's definition differ from a host TU's: an odr-use with no run-time effect (the
     // registration runs at start-up, whichever TU's copy of this function the linker keeps).
     static_cast<void>(&gelu_erf_pass_registered<T>);
+    if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) static_cast<void>(&short_gemm_registered<T>);
 #endif
 #if LOOM_HAS_CUDA_RUNTIME
     LOOM_CHECK(a.device_index() == c.device_index() && b.device_index() == c.device_index(),
                "matmul: a, b and c are on different devices (" + std::to_string(a.device_index()) + ", " +
                    std::to_string(b.device_index()) + ", " + std::to_string(c.device_index()) + ")");
+    if (const short_gemm_fn short_gemm = short_gemm_for<T>(plan, opts, bias)) {
+      int device = 0;
+      LOOM_CUDA_CHECK(cudaGetDevice(&device));
+      LOOM_CHECK(c.device_index() == device, "matmul: the tensors are on CUDA device " +
+                                                 std::to_string(c.device_index()) + " but the current device is " +
+                                                 std::to_string(device));
+      short_gemm(plan, opts.epilogue, bias, opts.b_stable, current_stream());
+      return true;
+    }
     return cublaslt_matmul<T>(plan, opts, bias, c.device_index());
 #else
     return true;

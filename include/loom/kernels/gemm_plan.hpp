@@ -44,6 +44,10 @@ struct gemm_options {
   /// bias_gelu_tanh_aux writes GELU's input here: a buffer of c's type, shape and strides (c row-major). Null for
   /// the other epilogues.
   void* aux = nullptr;
+  /// b is stable: no kernel still in flight on the stream writes it (a layer's weight during a forward pass). On
+  /// CUDA a GEMM may then start reading b before the kernel ahead of it has ended (gemm_short.cuh); setting it for
+  /// a b that the previous kernel writes gives wrong results.
+  bool b_stable = false;
 };
 
 namespace detail {

@@ -32,6 +32,10 @@ struct pass {
   /// Padding-free passes: global index of this forward's token 0 among the global micro-batch's tokens (every
   /// rank's rows back to back, in row order), and its number of tokens (0: right-padded).
   std::int64_t first_token = 0, tokens = 0;
+  /// No kernel of this pass writes a weight it reads (set by a model whose pass starts with a kernel that writes no
+  /// weight, and whose parameters are not gathered on the compute stream): its linear layers' GEMMs may then read
+  /// their weights before the kernel ahead of them ends (gemm_options::b_stable).
+  bool weights_stable = false;
 
   /// The stream of dropout site `site` (< 16) of layer `layer` (embeddings 0, encoder layer i at i + 1, the head
   /// after the last) over a tensor of `numel` elements whose leading dimension is this pass's rows (directly, [B,

@@ -131,9 +131,10 @@ class linear {
   fp8_linear<T, Device>* fp8() const { return fp8_.get(); }
 
   /// y = epilogue(x W^T + b). x: [N, local_in()], y: [N, local_out()] (a column slice of a wider buffer is fine).
-  /// `aux`: gemm_options::aux of the epilogue (bias_gelu_tanh_aux: where GELU's input goes).
+  /// `aux`: gemm_options::aux of the epilogue (bias_gelu_tanh_aux: where GELU's input goes). `w_stable`:
+  /// gemm_options::b_stable for the weight (pass::weights_stable).
   void forward(const tensor_t& x, const tensor_t& y, gemm_epilogue epilogue = gemm_epilogue::bias,
-               void* aux = nullptr) const {
+               void* aux = nullptr, bool w_stable = false) const {
     LOOM_CHECK(aux == nullptr || (!fp8_ && spec_.split != parallel::split::row),
                name() + ": an fp8 or row-parallel linear saves no GELU input");
     if (fp8_) {
@@ -141,13 +142,14 @@ class linear {
       return;
     }
     if (spec_.split != parallel::split::row || !split_across()) {
-      matmul(x, w_, y, {.transpose_b = true, .epilogue = epilogue, .aux = aux}, b_);
+      matmul(x, w_, y, {.transpose_b = true, .epilogue = epilogue, .aux = aux, .b_stable = w_stable}, b_);
       return;
     }
     LOOM_CHECK(epilogue == gemm_epilogue::bias, name() + ": a row-parallel linear applies no activation before "
                                                          "its outputs are summed across the group");
-    if (group_->tensor_rank() == 0) matmul(x, w_, y, {.transpose_b = true, .epilogue = gemm_epilogue::bias}, b_);
-    else matmul(x, w_, y, {.transpose_b = true});
+    if (group_->tensor_rank() == 0)
+      matmul(x, w_, y, {.transpose_b = true, .epilogue = gemm_epilogue::bias, .b_stable = w_stable}, b_);
+    else matmul(x, w_, y, {.transpose_b = true, .b_stable = w_stable});
     group_->all_reduce_sum(y);
   }
 

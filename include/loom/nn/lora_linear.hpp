@@ -98,7 +98,7 @@ class lora_linear {
   void forward(const tensor_t& x, const tensor_t& y, gemm_epilogue epilogue, saved& u, const lora_scratch<T, Device>& s,
                const pass& p, void* aux = nullptr) const {
     LOOM_CHECK(aux == nullptr || !adapted(), base_.name() + ": an adapted layer saves no GELU input");
-    base_.forward(x, y, epilogue, aux);
+    base_.forward(x, y, epilogue, aux, p.weights_stable);
     // A row split holds this rank's input columns of x and A: x A^T is partial, summed over the group.
     const auto reduce_u = group_sum_if(parallel::split::row);
     for (index_t i = 0; i < base_.blocks(); ++i)

@@ -277,6 +277,9 @@ class data_parallel {
     used_count_ = n;  // the flags are cleared with the step (finish_gradients)
   }
 
+  /// Whether before_forward may place parameters during a forward pass (ZeRO-3 gathers each unit): a forward's
+  /// GEMMs then must not read a weight before the kernel ahead of them ends (nn::pass::weights_stable).
+  bool writes_params_in_forward() const { return stage() == 3; }
   /// ZeRO-1/2 after finish_step(true): u's parameters are gathered (waited for). ZeRO-3: the same, and the next
   /// unit's gather starts.
   void before_forward(const unit& u) {

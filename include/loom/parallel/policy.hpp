@@ -23,6 +23,9 @@ using ranges = std::vector<std::pair<index_t, index_t>>;
 /// - `before_forward(u)`: u's weights are about to be read by the forward pass (ZeRO-3 gathers them here);
 /// - `before_backward(u)`: the same for the backward pass, including a recomputation re-run of u's forward;
 /// - `after_use(u)`: the pass that needed u's weights is done with them (ZeRO-3 releases them);
+/// - `writes_params_in_forward()` (optional; a policy without it counts as true): whether before_forward may write
+///   weights during a pass (ZeRO-3), so that a GEMM must not read its weight before the kernel ahead of it ends
+///   (nn::pass::weights_stable);
 /// - `grads_ready(u, r)`: backward has written u's last gradient; `r` are u's trainable ranges of the flat gradient
 ///   buffer (empty when u is frozen). Fires once per backward for every unit, in reverse forward order (head,
 ///   pooler, layer L-1, adapter L-1, ..., layer 0, adapter 0, embeddings), so a data-parallel policy can reduce a
@@ -35,6 +38,7 @@ struct single {
 
   void before_forward(const unit&) {}
   void before_backward(const unit&) {}
+  bool writes_params_in_forward() const { return false; }
   void after_use(const unit&) {}
   void grads_ready(const unit&, const ranges&) {}
 

@@ -471,6 +471,135 @@ TEMPLATE_LIST_TEST_CASE("matmul on BERT-base sizes (768 x 3072)", "[gemm][large]
   run_case<TestType>(wgrad, 602);
 }
 
+// A linear layer's products at few rows and a deep k, y = epilogue(x W^T + b): on CUDA the 16-bit ones run in the
+// short-GEMM kernel (gemm_short.cuh), with and without reading W early.
+TEMPLATE_LIST_TEST_CASE("matmul of a linear layer at few rows (the short-GEMM kernel on CUDA)", "[gemm]", gemm_types) {
+  struct shape_case {
+    index_t m, k, n;
+    gemm_epilogue e;
+  };
+  const shape_case cases[] = {
+      {1, 3072, 768, gemm_epilogue::bias},            // BERT-base's output projection of one token
+      {25, 3072, 768, gemm_epilogue::bias},           // ... of a short sentence
+      {64, 2048, 128, gemm_epilogue::bias_gelu},      // the most rows the kernel takes by default
+      {7, 2560, 192, gemm_epilogue::bias_gelu_tanh},  // k / 64 = 40 steps: split 8 ways, 5 each
+  };
+  std::uint32_t seed = 900;
+  for (const auto& c : cases)
+    for (const bool stable : {false, true}) {
+      gemm_case gc{.m = c.m, .k = c.k, .n = c.n};
+      gc.opts.transpose_b = true;
+      gc.opts.epilogue = c.e;
+      gc.opts.b_stable = stable;
+#if defined(LOOM_GEMM_TEST_CUDA)
+      if constexpr (std::is_same_v<TestType, bf16> || std::is_same_v<TestType, f16>) {
+        const tensor<TestType, device> x({c.m, c.k}), w({c.n, c.k}), y({c.m, c.n});
+        INFO(gc.str());
+        CHECK(loom::detail::short_gemm_takes(loom::detail::make_gemm_plan(x, w, y, gc.opts, true), gc.opts,
+                                             sizeof(TestType), nullptr));
+      }
+#endif
+      run_case<TestType>(gc, seed++);
+    }
+}
+
+#if defined(LOOM_GEMM_TEST_CUDA)
+// The kernel itself, launched directly: every split of k it may be given (1 to 8 CTAs per cluster), each epilogue,
+// row counts that leave a partial 64-row tile, and a strided x (the [CLS] rows of a batch), against fp64.
+TEMPLATE_TEST_CASE("cuda short-GEMM kernel: every split of k, epilogue and row count against fp64", "[gemm][cuda]",
+                   bf16, f16) {
+  using T = TestType;
+  struct kernel_case {
+    index_t m, k, n, x_ld;
+    int splits;
+    gemm_epilogue e;
+  };
+  const kernel_case cases[] = {
+      {1, 64, 64, 64, 1, gemm_epilogue::none},          {7, 768, 768, 768, 4, gemm_epilogue::bias},
+      {65, 512, 64, 512, 2, gemm_epilogue::bias_gelu},  {100, 768, 2304, 768, 3, gemm_epilogue::bias},
+      {128, 768, 3072, 768, 6, gemm_epilogue::bias_gelu_tanh}, {128, 3072, 768, 3072, 8, gemm_epilogue::bias},
+      {3, 768, 768, 128 * 768, 4, gemm_epilogue::bias}, {200, 448, 192, 448, 7, gemm_epilogue::bias_gelu},
+      {256, 192, 128, 192, 1, gemm_epilogue::bias_gelu_tanh},
+  };
+  std::mt19937 rng(77);
+  for (const auto& c : cases) {
+    INFO("m=" << c.m << " k=" << c.k << " n=" << c.n << " ld(x)=" << c.x_ld << " splits=" << c.splits
+              << " epilogue=" << static_cast<int>(c.e));
+    const auto hx_base = random_tensor<T>({c.m, c.x_ld}, rng), hw = random_tensor<T>({c.n, c.k}, rng);
+    const auto hb = random_tensor<T>({c.n}, rng);
+    const auto hx = hx_base.slice(1, 0, c.k);
+    const auto x = to_device(hx_base), w = to_device(hw), b = to_device(hb);
+    tensor<T, host> poison({c.m, c.n});
+    for (index_t i = 0; i < poison.numel(); ++i) poison.data()[i] = loom::convert<T>(std::nanf(""));
+    const auto y = to_device(poison);
+    const auto launch = [&]<gemm_epilogue E>() {
+      loom::detail::launch_gemm_short<T, E>(x.data(), c.x_ld, w.data(), c.k, y.data(), c.n, b.data(), c.m, c.n, c.k,
+                                            c.splits, true, loom::current_stream());
+    };
+    switch (c.e) {
+      case gemm_epilogue::none: launch.template operator()<gemm_epilogue::none>(); break;
+      case gemm_epilogue::bias: launch.template operator()<gemm_epilogue::bias>(); break;
+      case gemm_epilogue::bias_gelu: launch.template operator()<gemm_epilogue::bias_gelu>(); break;
+      default: launch.template operator()<gemm_epilogue::bias_gelu_tanh>(); break;
+    }
+    const auto got = to_host(y);
+    const auto ref = reference(hx, hw, tensor<T, host>({c.m, c.n}), {.transpose_b = true, .epilogue = c.e},
+                               hb.data());
+    double num = 0, den = 0;
+    bool finite = true;
+    for (index_t i = 0; i < got.numel(); ++i) {
+      const double v = loom::convert<double>(got.data()[i]), r = ref[static_cast<std::size_t>(i)];
+      finite = finite && std::isfinite(v);
+      num += (v - r) * (v - r);
+      den += r * r;
+    }
+    CHECK(finite);
+    CHECK(std::sqrt(num / den) <= tolerance<T>(false));
+  }
+}
+
+// Each short product reads what the kernel just before it wrote: its input x always (also when it may read W
+// early), W when it may not. A kernel that read either before the previous one ended would see stale values (every
+// round rewrites the buffers with different values).
+TEMPLATE_TEST_CASE("cuda matmul: a short product waits for the kernel that writes its input", "[gemm][cuda]", bf16,
+                   f16) {
+  using T = TestType;
+  std::mt19937 rng(31);
+  const index_t rows = 32, deep = 2048, narrow = 128;
+  REQUIRE(loom::detail::short_gemm_slot<T>().load() != nullptr);
+  const tensor<T, device> h({rows, deep}), z({rows, narrow}), w2({narrow, deep}), y({rows, narrow});
+  const auto check = [](const tensor<T, host>& got, const std::vector<double>& ref) {
+    double num = 0, den = 0;
+    for (index_t i = 0; i < got.numel(); ++i) {
+      const double v = loom::convert<double>(got.data()[i]), r = ref[static_cast<std::size_t>(i)];
+      num += (v - r) * (v - r);
+      den += r * r;
+    }
+    CHECK(std::sqrt(num / den) <= tolerance<T>(false));
+  };
+  const auto none = static_cast<const T*>(nullptr);
+  for (int round = 0; round < 4; ++round) {
+    INFO("round " << round);
+    const auto hx = random_tensor<T>({rows, deep}, rng), hw1 = random_tensor<T>({deep, deep}, rng);
+    const auto hw3 = random_tensor<T>({narrow, deep}, rng), hp = random_tensor<T>({narrow, 64}, rng);
+    const auto hq = random_tensor<T>({deep, 64}, rng);
+    const auto x = to_device(hx), w1 = to_device(hw1), w3 = to_device(hw3), p = to_device(hp), q = to_device(hq);
+    // z reads h, which the short product just before it writes (W3 may be read early).
+    loom::matmul(x, w1, h, {.transpose_b = true, .b_stable = true});
+    loom::matmul(h, w3, z, {.transpose_b = true, .b_stable = true});
+    // y reads W2, which the (cuBLASLt) product just before it writes, so W2 is not stable.
+    loom::matmul(p, q, w2, {.transpose_b = true});
+    loom::matmul(x, w2, y, {.transpose_b = true});
+    // Each against fp64 from the rounded intermediate the device computed (itself checked first).
+    const auto hh = to_host(h), hw2 = to_host(w2);
+    check(hh, reference(hx, hw1, tensor<T, host>({rows, deep}), {.transpose_b = true}, none));
+    check(to_host(z), reference(hh, hw3, tensor<T, host>({rows, narrow}), {.transpose_b = true}, none));
+    check(hw2, reference(hp, hq, tensor<T, host>({narrow, deep}), {.transpose_b = true}, none));
+    check(to_host(y), reference(hx, hw2, tensor<T, host>({rows, narrow}), {.transpose_b = true}, none));
+  }
+}
+#endif
+
 TEMPLATE_LIST_TEST_CASE("matmul returning a new tensor", "[gemm]", gemm_types) {
   std::mt19937 rng(7);
   const auto a = random_tensor<TestType>({2, 7, 5}, rng), b = random_tensor<TestType>({5, 3}, rng);

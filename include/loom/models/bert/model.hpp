@@ -237,7 +237,10 @@ class model {
                                                        std::to_string(first_token));
     // The parameters may have moved since the views were bound (ZeRO-3 places each unit in a reused buffer).
     if (bound_version_ != params_.version()) rebind();
-    pass_ = {m == mode::training, seed, step, first_row, b.rows(), first_token, b.padding_free() ? b.tokens() : 0};
+    bool params_written = true;  // a policy that does not say may write them
+    if constexpr (requires { group_.writes_params_in_forward(); }) params_written = group_.writes_params_in_forward();
+    pass_ = {m == mode::training, seed, step, first_row, b.rows(), first_token, b.padding_free() ? b.tokens() : 0,
+             !params_written};
     ensure_activations(b.rows(), b.seq(), b.tokens(), b.padding_free());
     final_out_ = encoder_.forward(b, pass_);
     // Pooler on the [CLS] rows: right-padded, a strided view of the last hidden state (no copy); padding-free, the
