@@ -209,12 +209,16 @@ template <class T, gemm_epilogue E>
 void launch_gemm_short(const T* x, index_t ldx, const T* w, index_t ldw, T* y, index_t ldy, const T* bias,
                        index_t m, index_t n, index_t k, int splits, bool w_stable, cudaStream_t stream) {
   using namespace short_gemm;
-  static thread_local const bool configured = [] {
+  // The 64 KiB of dynamic shared memory need an opt-in per device: bit d set once device d has it.
+  static thread_local std::uint64_t configured = 0;
+  int device = 0;
+  LOOM_CUDA_CHECK(cudaGetDevice(&device));
+  const std::uint64_t bit = device < 64 ? std::uint64_t(1) << device : 0;
+  if (!(configured & bit)) {
     LOOM_CUDA_CHECK(cudaFuncSetAttribute(gemm_short_kernel<T, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem_bytes)));
-    return true;
-  }();
-  static_cast<void>(configured);
+    configured |= bit;
+  }
   cudaLaunchAttribute attributes[2]{};
   unsigned count = 0;
   if (splits > 1) {
