@@ -82,12 +82,18 @@ struct pass {
   }
 };
 
+/// dropout(x) as an expression, to fuse into the pass that consumes it: x / (1 - p) where element i's draw (number
+/// s.first + i of the stream) is at least p, else 0. x: a tensor or an expression; p < 1.
+template <class X>
+auto dropped(const X& x, dropout_stream s, double p) {
+  return where(dropout_uniform(s.seed, s.offset).from(s.first) >= static_cast<float>(p), x * (1.0 / (1.0 - p)), 0.0);
+}
+
 /// dst = dropout(src): elements whose draw is below p become 0, the rest are scaled by 1 / (1 - p). dst may be src.
 /// Dropout is linear, so the same call on a gradient is its backward.
 template <class T, class Device>
 void dropout(const tensor<T, Device>& dst, const tensor<T, Device>& src, dropout_stream s, double p) {
-  assign(dst, where(dropout_uniform(s.seed, s.offset).from(s.first) >= static_cast<float>(p), src * (1.0 / (1.0 - p)),
-                    0.0));
+  assign(dst, dropped(src, s, p));
 }
 template <class T, class Device>
 void dropout_inplace(const tensor<T, Device>& x, dropout_stream s, double p) {

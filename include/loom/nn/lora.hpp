@@ -12,6 +12,7 @@
 #include "../autograd/derivative.hpp"
 #include "../kernels/gemm.hpp"
 #include "../tensor/assign.hpp"
+#include "dropout.hpp"  // defines: dropped
 
 namespace loom::nn {
 
@@ -78,8 +79,7 @@ struct no_reduce {
 namespace detail {
 template <class T, class D, class E>
 void lora_drop_into(const tensor<T, D>& out, const E& x, const lora_dropout& d) {
-  assign(out, where(dropout_uniform(d.seed, d.offset).from(d.first) >= static_cast<float>(d.p), x * (1.0 / (1.0 - d.p)),
-                    0.0));
+  assign(out, dropped(x, {d.seed, d.offset, d.first}, d.p));
 }
 }  // namespace detail
 
@@ -157,8 +157,7 @@ void lora_backward(const tensor<T, Device>& dy, const tensor<T, Device>& x, cons
   if (drop.active()) {
     matmul(du, w.a, dx_drop);
     // Dropout is linear: its derivative applies the same mask and scale to the incoming gradient.
-    assign(dx, dx + where(dropout_uniform(drop.seed, drop.offset).from(drop.first) >= static_cast<float>(drop.p),
-                          dx_drop * (1.0 / (1.0 - drop.p)), 0.0));
+    assign(dx, dx + dropped(dx_drop, {drop.seed, drop.offset, drop.first}, drop.p));
   } else {
     matmul(du, w.a, dx, {.beta = 1.0});
   }
