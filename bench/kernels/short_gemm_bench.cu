@@ -2,12 +2,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // The short-GEMM kernel (gemm_short.cuh) against cuBLASLt on the products of a BERT-base forward pass at few tokens:
 // 12 layers x {QKV 2304 x 768, attention out 768 x 768, FFN in 3072 x 768 + tanh GELU, FFN out 768 x 3072}, each
-// layer with its own weights (170 MB: they stream from HBM, as in a real pass), captured in one CUDA graph.
+// layer with its own weights (170 MB: they stream from HBM, as in a real pass), captured in one CUDA graph; and the
+// pooler (768 x 768) over [CLS] rows 128 tokens apart. The kernel runs here whatever matmul would route to it.
 //
 //   short_gemm_bench --benchmark_format=json --benchmark_out=short_gemm.json
 //
-// Names: short_gemm/<rows>/<projection|chain>/<cublaslt|short|short_stable>[/splits<S>]; us_per_call is per product
-// (chain: per 48 products). short waits for the previous product before it loads anything; short_stable loads its
+// Names: short_gemm/<rows>/<projection|chain>/<cublaslt|short|short_stable>[/splits<S>] (S: k split S ways; without
+// it, as the kernel picks); us_per_call is per product (chain: per 48 products, the pooler not among them). short waits for the previous product before it loads anything; short_stable loads its
 // first weight tiles before (gemm_options::b_stable). Also prints, once per row count, the largest difference
 // between the short kernel's and cuBLASLt's results relative to the largest |result|.
 #include <benchmark/benchmark.h>
