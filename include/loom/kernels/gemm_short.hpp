@@ -23,8 +23,8 @@ namespace loom::detail {
 /// Which products run in gemm_short.cuh's kernel rather than cuBLASLt: at most this many rows (tokens) and a depth
 /// k of at least short_gemm_min_k. Measured on an H200 (docs/performance.md, "A GEMM of our own for few rows"):
 /// BERT-base's output projection (k = 3,072) at 1-64 rows takes 5.6-5.7 us in it, with k split 8 ways, against
-/// 6.9-7.6 us in cuBLASLt; at 128 rows, and for k = 768 at any row count, cuBLASLt is as fast or faster (it keeps
-/// ~4 us there, the kernel 4-8). LOOM_SHORT_GEMM=N in the environment sets the rows to N (0: every product in
+/// 6.9-7.6 us in cuBLASLt; at 128 rows, and for k = 768 at any row count, cuBLASLt is faster (3.5-5.3 us at 1-64
+/// rows against the kernel's 4.2-6.7). LOOM_SHORT_GEMM=N in the environment sets the rows to N (0: every product in
 /// cuBLASLt, for comparing the two). Read once per process.
 inline constexpr std::int64_t short_gemm_default_rows = 64;
 inline constexpr std::int64_t short_gemm_min_k = 2048;
