@@ -75,12 +75,8 @@ void product(variant v, int splits, const tensor_t& x, const tensor_t& w, const 
   } else if (splits == 0) {
     loom::detail::run_gemm_short<bf16>(p, e, b.data(), o.b_stable, stream);
   } else {
-    const auto launch = [&]<gemm_epilogue E>() {
-      loom::detail::launch_gemm_short<bf16, E>(x.data(), x.strides()[0], w.data(), w.strides()[0], y.data(),
-                                              y.strides()[0], b.data(), p.n, p.m, p.k, splits, o.b_stable, stream);
-    };
-    if (e == gemm_epilogue::bias) launch.template operator()<gemm_epilogue::bias>();
-    else launch.template operator()<gemm_epilogue::bias_gelu_tanh>();
+    loom::detail::launch_gemm_short<bf16>(e, x.data(), x.strides()[0], w.data(), w.strides()[0], y.data(),
+                                          y.strides()[0], b.data(), p.n, p.m, p.k, splits, o.b_stable, stream);
   }
 }
 

@@ -50,11 +50,7 @@ bool run_matmul(const tensor<T, Device>& a, const tensor<T, Device>& b, const te
                "matmul: a, b and c are on different devices (" + std::to_string(a.device_index()) + ", " +
                    std::to_string(b.device_index()) + ", " + std::to_string(c.device_index()) + ")");
     if (const short_gemm_fn short_gemm = short_gemm_for<T>(plan, opts, bias)) {
-      int device = 0;
-      LOOM_CUDA_CHECK(cudaGetDevice(&device));
-      LOOM_CHECK(c.device_index() == device, "matmul: the tensors are on CUDA device " +
-                                                 std::to_string(c.device_index()) + " but the current device is " +
-                                                 std::to_string(device));
+      check_matmul_device(c.device_index());
       short_gemm(plan, opts.epilogue, bias, opts.b_stable, current_stream());
       return true;
     }

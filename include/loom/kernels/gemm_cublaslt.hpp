@@ -81,6 +81,15 @@ struct lt_key_hash {
   }
 };
 
+// The tensors of a matmul on CUDA must be on the current device (the stream and the handle belong to it). Returns it.
+inline int check_matmul_device(int tensor_device) {
+  int device = 0;
+  LOOM_CUDA_CHECK(cudaGetDevice(&device));
+  LOOM_CHECK(tensor_device == device, "matmul: the tensors are on CUDA device " + std::to_string(tensor_device) +
+                                          " but the current device is " + std::to_string(device));
+  return device;
+}
+
 // Largest power of two (at most 256, cuBLASLt's default expectation) dividing a buffer's address and the byte
 // offsets the kernel adds to it (leading dimension, batch stride).
 inline std::int64_t byte_alignment(const void* p, index_t ld_bytes, index_t batch_stride_bytes) {
@@ -442,10 +451,7 @@ bool cublaslt_matmul(const gemm_plan& p, const gemm_options& o, const Bias* bias
   static_assert(!fp8<Out> || fp8<In>, "an fp8 result needs fp8 operands");
   if (p.m == 0 || p.n == 0 || p.batch == 0) return o.epilogue != gemm_epilogue::bias_grad;
   LOOM_CHECK(p.k > 0, "matmul: k = 0 is not supported on CUDA (c would only be scaled by beta)");
-  int device = 0;
-  LOOM_CUDA_CHECK(cudaGetDevice(&device));
-  LOOM_CHECK(tensor_device == device, "matmul: the tensors are on CUDA device " + std::to_string(tensor_device) +
-                                          " but the current device is " + std::to_string(device));
+  const int device = check_matmul_device(tensor_device);
   gelu_pass_fn gelu = nullptr;
   if (o.epilogue == gemm_epilogue::bias_gelu) {
     gelu = gelu_pass_slot<T>().load(std::memory_order_acquire);

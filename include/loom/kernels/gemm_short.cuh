@@ -246,6 +246,23 @@ void launch_gemm_short(const T* x, index_t ldx, const T* w, index_t ldw, T* y, i
                                      static_cast<int>(m), k_steps, w_stable));
 }
 
+/// The same with the epilogue chosen at run time: none, bias, bias_gelu or bias_gelu_tanh.
+template <class T>
+void launch_gemm_short(gemm_epilogue e, const T* x, index_t ldx, const T* w, index_t ldw, T* y, index_t ldy,
+                       const T* bias, index_t m, index_t n, index_t k, int splits, bool w_stable,
+                       cudaStream_t stream) {
+  const auto launch = [&]<gemm_epilogue E>() {
+    launch_gemm_short<T, E>(x, ldx, w, ldw, y, ldy, bias, m, n, k, splits, w_stable, stream);
+  };
+  switch (e) {
+    case gemm_epilogue::none: launch.template operator()<gemm_epilogue::none>(); break;
+    case gemm_epilogue::bias: launch.template operator()<gemm_epilogue::bias>(); break;
+    case gemm_epilogue::bias_gelu: launch.template operator()<gemm_epilogue::bias_gelu>(); break;
+    case gemm_epilogue::bias_gelu_tanh: launch.template operator()<gemm_epilogue::bias_gelu_tanh>(); break;
+    default: LOOM_CHECK(false, "short GEMM: unsupported epilogue");
+  }
+}
+
 /// short_gemm_fn for T: the planned product (D = c^T: X = W, Y = x^T) with the split chosen for this device.
 template <class T>
 void run_gemm_short(const gemm_plan& p, gemm_epilogue e, const void* bias_ptr, bool w_stable, cudaStream_t stream) {
@@ -255,22 +272,10 @@ void run_gemm_short(const gemm_plan& p, gemm_epilogue e, const void* bias_ptr, b
     LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
     return major >= 9;
   }();
-  const T* x = static_cast<const T*>(p.y.data);
-  const T* w = static_cast<const T*>(p.x.data);
-  T* y = static_cast<T*>(const_cast<void*>(p.d.data));
-  const T* bias = static_cast<const T*>(bias_ptr);
   const index_t rows = p.n, cols = p.m;
-  const int splits = short_gemm_splits(rows, cols, p.k, sm_count(), clusters);
-  const auto launch = [&]<gemm_epilogue E>() {
-    launch_gemm_short<T, E>(x, p.y.ld, w, p.x.ld, y, p.d.ld, bias, rows, cols, p.k, splits, w_stable, stream);
-  };
-  switch (e) {
-    case gemm_epilogue::none: launch.template operator()<gemm_epilogue::none>(); break;
-    case gemm_epilogue::bias: launch.template operator()<gemm_epilogue::bias>(); break;
-    case gemm_epilogue::bias_gelu: launch.template operator()<gemm_epilogue::bias_gelu>(); break;
-    case gemm_epilogue::bias_gelu_tanh: launch.template operator()<gemm_epilogue::bias_gelu_tanh>(); break;
-    default: LOOM_CHECK(false, "short GEMM: unsupported epilogue");
-  }
+  launch_gemm_short<T>(e, static_cast<const T*>(p.y.data), p.y.ld, static_cast<const T*>(p.x.data), p.x.ld,
+                       static_cast<T*>(const_cast<void*>(p.d.data)), p.d.ld, static_cast<const T*>(bias_ptr), rows,
+                       cols, p.k, short_gemm_splits(rows, cols, p.k, sm_count(), clusters), w_stable, stream);
 }
 
 // Registers T's kernel at start-up, for the element types an nvcc TU runs matmul on (as gemm_gelu.cuh does).

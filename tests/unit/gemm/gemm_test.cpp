@@ -504,6 +504,20 @@ TEMPLATE_LIST_TEST_CASE("matmul of a linear layer at few rows (the short-GEMM ke
 }
 
 #if defined(LOOM_GEMM_TEST_CUDA)
+namespace {
+// ||got - ref|| / ||ref|| over a contiguous result (NaN when got holds one).
+template <class T>
+double relative_error(const tensor<T, host>& got, const std::vector<double>& ref) {
+  double num = 0, den = 0;
+  for (index_t i = 0; i < got.numel(); ++i) {
+    const double v = loom::convert<double>(got.data()[i]), r = ref[static_cast<std::size_t>(i)];
+    num += (v - r) * (v - r);
+    den += r * r;
+  }
+  return std::sqrt(num / den);
+}
+}  // namespace
+
 // The kernel itself, launched directly: every split of k it may be given (1 to 8 CTAs per cluster), each epilogue,
 // row counts that leave a partial 64-row tile, and a strided x (the [CLS] rows of a batch), against fp64.
 TEMPLATE_TEST_CASE("cuda short-GEMM kernel: every split of k, epilogue and row count against fp64", "[gemm][cuda]",
@@ -532,29 +546,14 @@ TEMPLATE_TEST_CASE("cuda short-GEMM kernel: every split of k, epilogue and row c
     tensor<T, host> poison({c.m, c.n});
     for (index_t i = 0; i < poison.numel(); ++i) poison.data()[i] = loom::convert<T>(std::nanf(""));
     const auto y = to_device(poison);
-    const auto launch = [&]<gemm_epilogue E>() {
-      loom::detail::launch_gemm_short<T, E>(x.data(), c.x_ld, w.data(), c.k, y.data(), c.n, b.data(), c.m, c.n, c.k,
-                                            c.splits, true, loom::current_stream());
-    };
-    switch (c.e) {
-      case gemm_epilogue::none: launch.template operator()<gemm_epilogue::none>(); break;
-      case gemm_epilogue::bias: launch.template operator()<gemm_epilogue::bias>(); break;
-      case gemm_epilogue::bias_gelu: launch.template operator()<gemm_epilogue::bias_gelu>(); break;
-      default: launch.template operator()<gemm_epilogue::bias_gelu_tanh>(); break;
-    }
+    loom::detail::launch_gemm_short<T>(c.e, x.data(), c.x_ld, w.data(), c.k, y.data(), c.n, b.data(), c.m, c.n, c.k,
+                                       c.splits, true, loom::current_stream());
     const auto got = to_host(y);
     const auto ref = reference(hx, hw, tensor<T, host>({c.m, c.n}), {.transpose_b = true, .epilogue = c.e},
                                hb.data());
-    double num = 0, den = 0;
-    bool finite = true;
-    for (index_t i = 0; i < got.numel(); ++i) {
-      const double v = loom::convert<double>(got.data()[i]), r = ref[static_cast<std::size_t>(i)];
-      finite = finite && std::isfinite(v);
-      num += (v - r) * (v - r);
-      den += r * r;
-    }
-    CHECK(finite);
-    CHECK(std::sqrt(num / den) <= tolerance<T>(false));
+    CHECK(std::all_of(got.data(), got.data() + got.numel(),
+                      [](T v) { return std::isfinite(loom::convert<double>(v)); }));
+    CHECK(relative_error(got, ref) <= tolerance<T>(false));
   }
 }
 
@@ -569,13 +568,7 @@ TEMPLATE_TEST_CASE("cuda matmul: a short product waits for the kernel that write
   REQUIRE(loom::detail::short_gemm_slot<T>().load() != nullptr);
   const tensor<T, device> h({rows, deep}), z({rows, narrow}), w2({narrow, deep}), y({rows, narrow});
   const auto check = [](const tensor<T, host>& got, const std::vector<double>& ref) {
-    double num = 0, den = 0;
-    for (index_t i = 0; i < got.numel(); ++i) {
-      const double v = loom::convert<double>(got.data()[i]), r = ref[static_cast<std::size_t>(i)];
-      num += (v - r) * (v - r);
-      den += r * r;
-    }
-    CHECK(std::sqrt(num / den) <= tolerance<T>(false));
+    CHECK(relative_error(got, ref) <= tolerance<T>(false));
   };
   const auto none = static_cast<const T*>(nullptr);
   for (int round = 0; round < 4; ++round) {

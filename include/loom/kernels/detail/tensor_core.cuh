@@ -25,10 +25,13 @@ LOOM_DEVICE LOOM_FORCEINLINE void cp_async_16(void* smem, const void* gmem, bool
                : "memory");
 }
 LOOM_DEVICE LOOM_FORCEINLINE void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-LOOM_DEVICE LOOM_FORCEINLINE void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-LOOM_DEVICE LOOM_FORCEINLINE void cp_async_wait_all_but_newest() {
-  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+/// Waits until at most `Pending` of this thread's committed cp.async groups are still in flight.
+template <int Pending>
+LOOM_DEVICE LOOM_FORCEINLINE void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
 }
+LOOM_DEVICE LOOM_FORCEINLINE void cp_async_wait_all() { cp_async_wait<0>(); }
+LOOM_DEVICE LOOM_FORCEINLINE void cp_async_wait_all_but_newest() { cp_async_wait<1>(); }
 
 LOOM_DEVICE LOOM_FORCEINLINE void ldmatrix_x4(std::uint32_t (&r)[4], const void* smem) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -74,12 +77,6 @@ LOOM_DEVICE LOOM_FORCEINLINE std::uint32_t pack2(float lo, float hi) {
     __half2 v = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<const std::uint32_t*>(&v);
   }
-}
-
-/// Waits until at most `Pending` of this thread's committed cp.async groups are still in flight.
-template <int Pending>
-LOOM_DEVICE LOOM_FORCEINLINE void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
 }
 
 }  // namespace loom::detail
