@@ -5,6 +5,9 @@
 # graphs; training steps at batch 32 and 64, bf16). Prints each round's JSON lines into OUT/speed.jsonl and a
 # markdown table of the medians (OUT/table.md).
 #   scripts/bench/compare_speed.sh OLD_LOOM_BERT NEW_LOOM_BERT OUT_DIR [ROUNDS]
+# One binary under two settings: the same path twice, OLD_ENV / NEW_ENV (e.g. OLD_ENV=LOOM_FUSED_HEAD=0) set for each.
+# SET=infer leaves the training steps out; with TEXTS (a TSV with a `sentence` column) and VOCAB, each round also
+# times those rows one at a time, padding-free, without graphs (the serving case) and at batch 256.
 set -euo pipefail
 old=$1 new=$2 out=$3 rounds=${4:-3}
 mkdir -p "$out"
@@ -12,12 +15,20 @@ nvidia-smi --query-gpu=name --format=csv,noheader | tee "$out/gpu.txt"
 : >"$out/speed.jsonl"
 for r in $(seq "$rounds"); do
   for which in old new; do
-    exe=$old; [ "$which" = new ] && exe=$new
+    exe=$old settings=${OLD_ENV:-}
+    [ "$which" = new ] && exe=$new settings=${NEW_ENV:-}
+    run() { env $settings "$exe" "$@"; }
     {
-      "$exe" bench --device cuda --precision fp16 --batch 1 --seq 128 --iters 200
-      "$exe" bench --device cuda --precision bf16 --batch 8 --seq 128 --iters 200
-      "$exe" bench --device cuda --precision bf16 --batch 256 --seq 128 --iters 20
-      "$exe" bench --train --device cuda --precision bf16 --batch 32 64 --seq 128 --iters 30
+      run bench --device cuda --precision fp16 --batch 1 --seq 128 --iters 200
+      run bench --device cuda --precision bf16 --batch 8 --seq 128 --iters 200
+      run bench --device cuda --precision bf16 --batch 256 --seq 128 --iters 20
+      [ "${SET:-all}" = infer ] || run bench --train --device cuda --precision bf16 --batch 32 64 --seq 128 --iters 30
+      if [ -n "${TEXTS:-}" ]; then
+        run bench --device cuda --precision bf16 --batch 1 --texts "$TEXTS" --text-column sentence --vocab "$VOCAB" \
+          --order file --iters 3 --padding-free on
+        run bench --device cuda --precision bf16 --batch 256 --texts "$TEXTS" --text-column sentence --vocab "$VOCAB" \
+          --order file --iters 20 --padding-free on
+      fi
     } 2>/dev/null | grep '^{' | sed "s/^{/{\"build\": \"$which\", \"round\": $r, /" >>"$out/speed.jsonl"
   done
 done
@@ -33,7 +44,7 @@ for j in rows:
 lines = ["| measurement | before | after | after / before |", "|---|---|---|---|"]
 for k, g in sorted(groups.items()):
     kind, batch, dtype = k
-    if kind == "train":
+    if kind in ("train", "infer_texts"):
         f, unit = "seq_per_s", "seq/s"
     elif batch >= 64:
         f, unit = "seq_per_s", "seq/s"

@@ -25,19 +25,7 @@ __device__ LOOM_FORCEINLINE void finish_column_sums(unsigned* counter, unsigned 
   __syncthreads();
   if (!last) return;
   __threadfence();
-  if (owns_column) {
-    // Sixteen loads in flight at a time (from L2: other blocks wrote them), added in chunk order.
-    constexpr int batch = 16;
-    float total = 0;
-    for (index_t p0 = 0; p0 < chunks; p0 += batch) {
-      float v[batch];
-#pragma unroll
-      for (int k = 0; k < batch; ++k) v[k] = p0 + k < chunks ? __ldcg(partial + (p0 + k) * stride + col) : 0.0f;
-#pragma unroll
-      for (int k = 0; k < batch; ++k) total += v[k];
-    }
-    store_mode(db[col], total, accumulate);
-  }
+  if (owns_column) store_mode(db[col], sum_in_order(partial + col, chunks, stride), accumulate);
   if (threadIdx.x == 0) *counter = 0;
 }
 

@@ -6,11 +6,11 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <type_traits>
 
 #include "../core/dtype.hpp"
+#include "../core/env_rows.hpp"
 #include "../core/error.hpp"
 #include "gemm_plan.hpp"
 
@@ -29,14 +29,7 @@ namespace loom::detail {
 inline constexpr std::int64_t short_gemm_default_rows = 64;
 inline constexpr std::int64_t short_gemm_min_k = 2048;
 inline std::int64_t short_gemm_max_rows() {
-  static const std::int64_t rows = [] {
-    const char* env = std::getenv("LOOM_SHORT_GEMM");
-    if (!env || !*env) return short_gemm_default_rows;
-    char* end = nullptr;
-    const long long v = std::strtoll(env, &end, 10);
-    LOOM_CHECK(*end == 0 && v >= 0, std::string("LOOM_SHORT_GEMM must be a row count (0: off), got '") + env + "'");
-    return static_cast<std::int64_t>(v);
-  }();
+  static const std::int64_t rows = env_rows("LOOM_SHORT_GEMM", short_gemm_default_rows, INT64_MAX);
   return rows;
 }
 

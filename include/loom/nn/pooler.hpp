@@ -25,6 +25,7 @@ class pooler {
   void register_params(param_store<T, Device>& store) const { dense_.register_params(store); }
   void bind(const param_store<T, Device>& store) { dense_.bind(store); }
   void bind_grads(const param_store<T, Device>& store) { dense_.bind_grads(store); }
+  const dense_type& dense() const { return dense_; }
 
   /// cls: [B, H] (a strided view of the [CLS] rows is fine: no copy).
   void forward(const tensor_t& cls, activations& a) const {

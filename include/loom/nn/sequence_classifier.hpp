@@ -23,6 +23,7 @@ class sequence_classifier {
   void register_params(param_store<T, Device>& store) const { dense_.register_params(store); }
   void bind(const param_store<T, Device>& store) { dense_.bind(store); }
   void bind_grads(const param_store<T, Device>& store) { dense_.bind_grads(store); }
+  const dense_type& dense() const { return dense_; }
 
   /// pooled [B, H] -> logits [B, labels]. Training keeps the dropped-out input (in its own buffer) for backward.
   void forward(const tensor_t& pooled, const tensor_t& logits, const pass& p) {

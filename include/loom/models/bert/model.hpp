@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "../../kernels/bias_grad.hpp"
+#include "../../kernels/classification_head.hpp"
 #include "../../kernels/cross_entropy.hpp"
 #include "../../kernels/row_gather.hpp"
 #include "../../nn/pooler.hpp"
@@ -243,6 +245,10 @@ class model {
              !params_written};
     ensure_activations(b.rows(), b.seq(), b.tokens(), b.padding_free());
     final_out_ = encoder_.forward(b, pass_);
+    if (fused_head(b)) {
+      head_forward(b);
+      return;
+    }
     // Pooler on the [CLS] rows: right-padded, a strided view of the last hidden state (no copy); padding-free, the
     // rows at the sequences' offsets, gathered.
     if (padding_free_) gather_rows(final_out_, b.offsets.slice(0, 0, rows_), cls_);
@@ -330,6 +336,37 @@ class model {
     bound_version_ = params_.version();
   }
 
+  // Inference on CUDA whose weights no kernel in flight writes, with the classifier and without a tensor group, at
+  // up to detail::fused_head_max_rows() rows: pooler and classifier in one kernel (kernels/classification_head.hpp)
+  // instead of the layers' three, plus the gather of the [CLS] rows of a padding-free batch.
+  bool fused_head(const batch<Device>& b) const {
+    if constexpr (std::is_same_v<Device, host>) {
+      (void)b;
+      return false;
+    } else {
+      return head_ && !pass_.training && pass_.weights_stable && !parallel::has_tensor_group(group_) &&
+             b.rows() <= detail::fused_head_max_rows() && classification_head_takes<T, Device>(cfg_.hidden_size);
+    }
+  }
+  void head_forward(const batch<Device>& b) {
+    const auto& dense = pooler_.dense();
+    const auto& out = classifier_.dense();
+    // Sized once for the most rows the kernel takes: the scratch never moves, so every captured graph stays valid.
+    const auto ws = head_workspace_.get(classification_head_workspace_bytes<Device>(
+        static_cast<index_t>(detail::fused_head_max_rows()), cfg_.hidden_size, cfg_.num_labels()));
+    group_.before_forward(parallel::unit::pooler());
+    group_.before_forward(parallel::unit::head());
+    if (padding_free_) {
+      classification_head(final_out_, b.offsets.slice(0, 0, rows_), dense.weight(), dense.bias(), out.weight(),
+                          out.bias(), pooled_.out, logits_, ws, pass_.weights_stable);
+    } else {
+      classification_head(hidden().select(1, 0), tensor<std::int32_t, Device>{}, dense.weight(), dense.bias(),
+                          out.weight(), out.bias(), pooled_.out, logits_, ws, pass_.weights_stable);
+    }
+    group_.after_use(parallel::unit::head());
+    group_.after_use(parallel::unit::pooler());
+  }
+
   // The pooler's input: the [CLS] rows of the last hidden state.
   tensor_t cls_rows() const { return padding_free_ ? cls_ : hidden().select(1, 0); }
 
@@ -389,6 +426,7 @@ class model {
   typename nn::pooler<Precision, parallel_type, Device>::activations pooled_;
   tensor_t logits_;
   nn::row_buffers<T, Device> infer_buffers_;
+  bias_grad_workspace<Device> head_workspace_;
   tensor<float, Device> loss_, losses_, probs_;
   tensor_t dlogits_, dpooled_, dpooled_pre_;
 };
