@@ -2,8 +2,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // classification_head: BERT's pooler and classifier in one pass, pooled = tanh(x_CLS Wp^T + bp) and logits = pooled
 // Wc^T + bc, for inference. On CUDA it is one kernel (classification_head.cuh) where the layers take three (the
-// pooler's GEMM, its tanh, the classifier's GEMM) plus, for a padding-free batch, the gather of the [CLS] rows: ~17
-// us of kernels at the end of every few-row pass (docs/performance.md). The host loop is the reference.
+// pooler's GEMM, its tanh, the classifier's GEMM) plus, for a padding-free batch, the gather of the [CLS] rows: 15-18
+// us of kernels at the end of a few-row pass against its 7-11 (ncu, H200; docs/performance.md). The host loop is the
+// reference.
 #pragma once
 
 #include <cstdint>
@@ -38,8 +39,8 @@ constexpr index_t head_block_features() {
 inline constexpr index_t head_max_hidden = 1024;
 
 /// Rows at most that the model sends through classification_head instead of its pooler and classifier layers. On an
-/// H200 (docs/performance.md, "The pooler and classifier in one kernel") the kernel takes 3.4 us off a batch-1 pass
-/// and 10.5 off a batch-8 one, none at 32 rows, and from 64 rows on the layers are faster (its CUDA-core products
+/// H200 (docs/performance.md, "The pooler and classifier in one kernel") the kernel takes 3.4 us off a batch-1 pass,
+/// 10.9 off a batch-8 one and 2 off one of 32 rows; from 64 rows on the layers are faster (its CUDA-core products
 /// against cuBLASLt's tensor cores). LOOM_FUSED_HEAD=N in the environment sets it (0: the layers always, for
 /// comparing the two; at most head_env_max_rows, as the model sizes the kernel's workspace for it). Read once per
 /// process.
