@@ -15,6 +15,7 @@
 #include "../config.hpp"
 #include "../core/env_rows.hpp"
 #include "../tensor/math.hpp"
+#include "bias_grad.hpp"     // defines: bias_grad_workspace, detail::column_sum_counter_bytes
 #include "detail/rows.hpp"  // defines: stat_t, detail::row_view, detail::rows_of
 
 namespace loom {
@@ -51,11 +52,11 @@ inline std::int64_t fused_head_max_rows() {
   return rows;
 }
 
-/// The CUDA kernel's workspace: a counter per block of rows (256-byte aligned), then fp32 partial logits
-/// [hidden / block features][rows][labels]. Sized for fp32's smaller blocks, so one size fits every element type.
+/// The CUDA kernel's workspace, laid out as bias_grad's: a counter per block of rows (column_sum_counter_bytes), then
+/// fp32 partial logits [hidden / block features][rows][labels]. Sized for fp32's smaller blocks, so one size fits
+/// every element type.
 inline std::size_t cuda_head_counter_bytes(index_t rows) {
-  const index_t row_blocks = (rows + head_block_rows<float>() - 1) / head_block_rows<float>();
-  return (static_cast<std::size_t>(row_blocks) * sizeof(unsigned) + 255) / 256 * 256;
+  return column_sum_counter_bytes((rows + head_block_rows<float>() - 1) / head_block_rows<float>());
 }
 inline std::size_t cuda_head_workspace_bytes(index_t rows, index_t hidden, index_t labels) {
   const index_t feature_blocks = (hidden + head_block_features<float>() - 1) / head_block_features<float>();

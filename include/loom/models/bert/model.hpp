@@ -354,15 +354,13 @@ class model {
     // Sized once for the most rows the kernel takes: the scratch never moves, so every captured graph stays valid.
     const auto ws = head_workspace_.get(classification_head_workspace_bytes<Device>(
         static_cast<index_t>(detail::fused_head_max_rows()), cfg_.hidden_size, cfg_.num_labels()));
+    // The [CLS] rows: right-padded, a strided view of the last hidden state; padding-free, picked at the offsets.
+    const tensor_t x = padding_free_ ? final_out_ : hidden().select(1, 0);
+    const auto index = padding_free_ ? b.offsets.slice(0, 0, rows_) : tensor<std::int32_t, Device>{};
     group_.before_forward(parallel::unit::pooler());
     group_.before_forward(parallel::unit::head());
-    if (padding_free_) {
-      classification_head(final_out_, b.offsets.slice(0, 0, rows_), dense.weight(), dense.bias(), out.weight(),
-                          out.bias(), pooled_.out, logits_, ws, pass_.weights_stable);
-    } else {
-      classification_head(hidden().select(1, 0), tensor<std::int32_t, Device>{}, dense.weight(), dense.bias(),
-                          out.weight(), out.bias(), pooled_.out, logits_, ws, pass_.weights_stable);
-    }
+    classification_head(x, index, dense.weight(), dense.bias(), out.weight(), out.bias(), pooled_.out, logits_, ws,
+                        pass_.weights_stable);
     group_.after_use(parallel::unit::head());
     group_.after_use(parallel::unit::pooler());
   }
