@@ -19,7 +19,6 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstdint>
