@@ -116,13 +116,15 @@ void register_problem(const problem& p, const char* type) {
                    type, p, backward, graph, 0);
 }
 
-// The forward's other launch shapes (detail::attn::forward_shapes: warps per block, register cap), graph-timed.
+// The forward's launch shapes (detail::attn::forward_shapes: warps per block, register cap), each forced, graph-timed
+// (the rows without a shape take the default's choice).
 void register_variants(const problem& p) {
-  for (int v = 1; v < 4; ++v) {
-    const auto& f = loom::detail::attn::forward_shapes[v];
+  namespace attn = loom::detail::attn;
+  for (int shape = 0; shape < attn::forward_shape_count; ++shape) {
+    const auto& f = attn::forward_shapes[shape];
     register_one("attention/fwd/bf16/" + shape_name(p) + "graph/w" + std::to_string(f.warps) + "_b" +
                      std::to_string(f.min_blocks),
-                 "bf16", p, false, true, v);
+                 "bf16", p, false, true, shape + 1);
   }
 }
 

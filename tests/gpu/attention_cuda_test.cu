@@ -120,13 +120,18 @@ TEST_CASE("the one-kernel backward of short sequences computes the two-kernel ba
 }
 
 TEST_CASE("every launch shape of the tensor-core forward gives the same bits", "[attention][gpu]") {
-  // The variants differ in warps per block and register caps only; each warp's arithmetic is the same, so any
-  // difference is a bug (a race, a wrong tile offset). Variant 0 is the one the reference tests check.
+  // The shapes differ in warps per block and register caps only; each warp's arithmetic is the same, so any
+  // difference is a bug (a race, a wrong tile offset). Variant 0 (the default's choice) is the one the reference
+  // tests check; variants 1-4 force shapes 0-3.
   auto& variant = detail::attn::forward_variant();
   const int saved = variant.load();
-  const std::vector<shape_case> cases = {{2, 128, 12, 64, {128, 77}, 0.0f}, {3, 129, 2, 32, {1, 129, 64}, 0.0f},
-                                         {1, 1, 3, 64, {1}, 0.0f},          {2, 63, 2, 64, {63, 30}, 0.1f},
-                                         {1, 512, 2, 64, {300}, 0.0f},      {2, 200, 3, 32, {200, 129}, 0.2f}};
+  std::vector<shape_case> cases = {{2, 128, 12, 64, {128, 77}, 0.0f}, {3, 129, 2, 32, {1, 129, 64}, 0.0f},
+                                   {1, 1, 3, 64, {1}, 0.0f},          {2, 63, 2, 64, {63, 30}, 0.1f},
+                                   {1, 512, 2, 64, {300}, 0.0f},      {2, 200, 3, 32, {200, 129}, 0.2f}};
+  // An inference batch large enough for the default to take another shape (detail::attn::default_shape), ragged.
+  shape_case large{32, 128, 12, 64, {}, 0.0f};
+  for (int b = 0; b < large.B; ++b) large.lengths.push_back(1 + (b * 37) % large.S);
+  cases.push_back(large);
   unsigned seed = 1;
   for (const auto& c : cases) {
     INFO("B=" << c.B << " S=" << c.S << " H=" << c.H << " D=" << c.D << " p=" << c.p);
@@ -136,7 +141,7 @@ TEST_CASE("every launch shape of the tensor-core forward gives the same bits", "
     const auto lengths = on<loom::cuda>(lh);
     const attention_dropout drop{c.p, 5, 6};
     std::vector<double> ref_ctx, ref_lse;
-    for (int v = 0; v < 4; ++v) {
+    for (int v = 0; v <= detail::attn::forward_shape_count; ++v) {
       variant.store(v);
       tensor<bf16, loom::cuda> ctx({c.B, c.S, c.H * c.D});
       tensor<float, loom::cuda> lse({c.B, c.H, c.S});
@@ -149,6 +154,48 @@ TEST_CASE("every launch shape of the tensor-core forward gives the same bits", "
         CHECK(values(ctx) == ref_ctx);
         CHECK(values(lse) == ref_lse);
       }
+    }
+  }
+  variant.store(saved);
+}
+
+TEST_CASE("every launch shape gives the same bits on a padding-free batch of long sequences", "[attention][gpu]") {
+  // 32 sequences of 65-128 tokens back to back: enough (sequence, head) pairs of more than 64 rows for the default to
+  // take the 8-warp shape (detail::attn::default_shape), which the padded reference tests do not reach.
+  auto& variant = detail::attn::forward_variant();
+  const int saved = variant.load();
+  const int B = 32, S = 128, H = 12, D = 64;
+  std::vector<int> lens, offsets{0};
+  for (int b = 0; b < B; ++b) {
+    lens.push_back(65 + (b * 29) % 64);
+    offsets.push_back(offsets.back() + lens.back());
+  }
+  const index_t N = offsets.back();
+  const auto to_device = [](const std::vector<int>& v) {
+    tensor<std::int32_t, host> t({static_cast<index_t>(v.size())});
+    for (std::size_t i = 0; i < v.size(); ++i) t.data()[i] = v[i];
+    return on<loom::cuda>(t);
+  };
+  const auto layout = token_layout<loom::cuda>::packed(to_device(lens), to_device(offsets), S, N);
+  const auto qkv = on<loom::cuda>(random_tensor<bf16>({N, 3, H, D}, 31));
+  std::vector<double> ref_ctx, ref_lse;
+  for (int v = 0; v <= detail::attn::forward_shape_count; ++v) {
+    variant.store(v);
+    tensor<bf16, loom::cuda> ctx({N, H * D});
+    tensor<float, loom::cuda> lse({B, H, S});
+    attention_forward(qkv, layout, ctx, lse);
+    // lse rows past a sequence's end are not written: compare the written ones.
+    std::vector<double> l = values(lse), written;
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < H; ++h)
+        for (int s = 0; s < lens[b]; ++s) written.push_back(l[(static_cast<std::size_t>(b) * H + h) * S + s]);
+    if (v == 0) {
+      ref_ctx = values(ctx);
+      ref_lse = written;
+    } else {
+      INFO("variant " << v);
+      CHECK(values(ctx) == ref_ctx);
+      CHECK(written == ref_lse);
     }
   }
   variant.store(saved);

@@ -814,23 +814,39 @@ void dispatch_simt(const attention_problem& p, F&& f) {
 }
 
 // Launch shapes of the tensor-core forward: {warps per block, min blocks per SM (register cap)}. Internal: the
-// benchmark and the GPU tests switch between them through forward_variant(); the default is variant 0.
-// H200, bf16, D=64, CUDA-graph timed (bench/kernels/attention_bench), us per call for variants 0 / 1 / 2 / 3:
+// benchmark and the GPU tests force one through forward_variant() (variant v > 0: shape v - 1); variant 0, the
+// default, takes shape 0 except for large inference batches (default_shape).
+// H200, bf16, D=64, CUDA-graph timed (bench/kernels/attention_bench), us per call for shapes 0 / 1 / 2 / 3:
 //   B=1 S=128: 3.96 / 4.21 / 5.48 / 5.49     B=8 S=128: 5.83 / 6.25 / 5.85 / 5.91
 //   B=32 S=128: 15.4 / 15.9 / 18.8 / 15.4    B=256 S=128: 96.7 / 94.6 / 135.7 / 92.7
 //   B=256 S=128 D=32: 60.8 / 61.3 / 68.3 / 68.4   B=8 S=512: 36.2 / 38.2 / 40.7 / 34.7
-// Within ~5% of each other (the run-to-run spread is ~3%) except where 8 warps leave SMs idle (B=1, D=32), so
-// variant 0 stays: more warps per SM is not what the B=256 forward lacks (it runs at ~2x the DRAM floor).
-// Variant 0 was {4, 1} then; it is capped for 3 blocks per SM (168 registers) since the dropout kernel also saves
+// and on another H200 (2026-12-02): B=1 3.72 / 3.70 / 5.05 / 4.98, B=8 5.61 / 5.63 / 5.47 / 5.40, B=32 15.72 / 15.47
+// / 18.44 / 14.59, B=256 96.4 / 90.8 / 131.9 / 87.5, B=256 ragged 86.5 / 79.3 / 122.0 / 82.9, B=256 D=32 59.6 / 59.7
+// / 64.4 / 64.8. Within ~5% of each other (the run-to-run spread is ~3%) except where 8 warps leave SMs idle (B=1,
+// D=32), so shape 0 stays the default, and shape 3 takes the one place it wins in both calls: D=64 without dropout
+// at 384 (sequence, head) pairs and more (batch 32 of BERT-base) of more than 64 rows each. More warps per SM is not
+// what the B=256 forward lacks (docs/performance.md: its warps wait on instruction latencies, 3-4 per scheduler).
+// Shape 0 was {4, 1} then; it is capped for 3 blocks per SM (168 registers) since the dropout kernel also saves
 // its mask: uncapped, ptxas gave it 220 registers (2 blocks per SM), and the training forward took 32.4 instead of
 // 29.5 us per call (BERT-base, batch 32, H100); capped, 29.1 us and 4 bytes spilled. Inference fits either way.
 struct forward_shape {
   int warps, min_blocks;
 };
 inline constexpr forward_shape forward_shapes[] = {{4, 3}, {4, 4}, {8, 1}, {8, 2}};
+inline constexpr int forward_shape_count = 4;
 inline std::atomic<int>& forward_variant() {
   static std::atomic<int> v{0};
   return v;
+}
+
+// Variant 0's shape: {8, 2} for many sequences of more than 64 query rows each (a right-padded batch computes all S
+// rows of each, a padding-free one its tokens), where its 128-query blocks are full. Without the row condition,
+// SST-2's dev sentences (~25 tokens, at most ~60 in a batch) took 17.9 instead of 17.2 ms per padded batch of 256
+// and 9.5 instead of 8.8 padding-free (H200, end to end).
+inline int default_shape(const attention_problem& p) {
+  const index_t rows = p.offsets != nullptr ? p.tokens / std::max(p.batch, 1) : p.seq;
+  const bool inference = p.dropout.p <= 0.0f;
+  return inference && p.head_dim == 64 && rows > 64 && static_cast<index_t>(p.batch) * p.heads >= 384 ? 3 : 0;
 }
 
 template <class T>
@@ -844,7 +860,7 @@ void forward(const attention_problem& p, cudaStream_t stream) {
           launch_dependent(attention_forward_mma_kernel<T, D, Drop, Warps, MinBlocks>, grid, 32 * Warps, 0, stream, p);
           LOOM_CUDA_CHECK_LAUNCH();
         };
-        switch (v) {
+        switch (v > 0 && v <= forward_shape_count ? v - 1 : default_shape(p)) {
           case 1: go.template operator()<4, 4>(); break;
           case 2: go.template operator()<8, 1>(); break;
           case 3: go.template operator()<8, 2>(); break;
