@@ -17,11 +17,32 @@ void attention_from_host_compiler(const tensor<bf16, loom::cuda>& qkv, const ten
                                   const tensor<bf16, loom::cuda>& dctx, const tensor<bf16, loom::cuda>& dqkv);
 
 namespace {
-tensor<std::int32_t, loom::cuda> lengths_of(std::initializer_list<int> v) {
+tensor<std::int32_t, loom::cuda> lengths_of(const std::vector<int>& v) {
   tensor<std::int32_t, host> t({static_cast<index_t>(v.size())});
-  int i = 0;
-  for (int l : v) t.data()[i++] = l;
+  for (std::size_t i = 0; i < v.size(); ++i) t.data()[i] = v[i];
   return on<loom::cuda>(t);
+}
+
+// Runs `forward` (which returns its ctx and lse values) under the default launch choice (variant 0, the one the
+// reference tests check) and under each forced shape (variants 1-4): every one must give the same bits.
+template <class F>
+void check_every_shape_gives_the_same_bits(F&& forward) {
+  auto& variant = detail::attn::forward_variant();
+  const int saved = variant.load();
+  std::vector<double> ref_ctx, ref_lse;
+  for (int v = 0; v <= detail::attn::forward_shape_count; ++v) {
+    variant.store(v);
+    const auto [ctx, lse] = forward();
+    if (v == 0) {
+      ref_ctx = ctx;
+      ref_lse = lse;
+    } else {
+      INFO("variant " << v);
+      CHECK(ctx == ref_ctx);
+      CHECK(lse == ref_lse);
+    }
+  }
+  variant.store(saved);
 }
 
 // A batch of the launch-shape comparisons: sizes, each sequence's length, attention dropout.
@@ -121,10 +142,7 @@ TEST_CASE("the one-kernel backward of short sequences computes the two-kernel ba
 
 TEST_CASE("every launch shape of the tensor-core forward gives the same bits", "[attention][gpu]") {
   // The shapes differ in warps per block and register caps only; each warp's arithmetic is the same, so any
-  // difference is a bug (a race, a wrong tile offset). Variant 0 (the default's choice) is the one the reference
-  // tests check; variants 1-4 force shapes 0-3.
-  auto& variant = detail::attn::forward_variant();
-  const int saved = variant.load();
+  // difference is a bug (a race, a wrong tile offset).
   std::vector<shape_case> cases = {{2, 128, 12, 64, {128, 77}, 0.0f}, {3, 129, 2, 32, {1, 129, 64}, 0.0f},
                                    {1, 1, 3, 64, {1}, 0.0f},          {2, 63, 2, 64, {63, 30}, 0.1f},
                                    {1, 512, 2, 64, {300}, 0.0f},      {2, 200, 3, 32, {200, 129}, 0.2f}};
@@ -136,34 +154,20 @@ TEST_CASE("every launch shape of the tensor-core forward gives the same bits", "
   for (const auto& c : cases) {
     INFO("B=" << c.B << " S=" << c.S << " H=" << c.H << " D=" << c.D << " p=" << c.p);
     const auto qkv = on<loom::cuda>(random_tensor<bf16>({c.B, c.S, 3, c.H, c.D}, ++seed));
-    tensor<std::int32_t, host> lh({c.B});
-    for (int b = 0; b < c.B; ++b) lh.data()[b] = c.lengths[b];
-    const auto lengths = on<loom::cuda>(lh);
+    const auto lengths = lengths_of(c.lengths);
     const attention_dropout drop{c.p, 5, 6};
-    std::vector<double> ref_ctx, ref_lse;
-    for (int v = 0; v <= detail::attn::forward_shape_count; ++v) {
-      variant.store(v);
+    check_every_shape_gives_the_same_bits([&] {
       tensor<bf16, loom::cuda> ctx({c.B, c.S, c.H * c.D});
       tensor<float, loom::cuda> lse({c.B, c.H, c.S});
       attention_forward(qkv, lengths, ctx, lse, drop);
-      if (v == 0) {
-        ref_ctx = values(ctx);
-        ref_lse = values(lse);
-      } else {
-        INFO("variant " << v);
-        CHECK(values(ctx) == ref_ctx);
-        CHECK(values(lse) == ref_lse);
-      }
-    }
+      return std::pair{values(ctx), values(lse)};
+    });
   }
-  variant.store(saved);
 }
 
 TEST_CASE("every launch shape gives the same bits on a padding-free batch of long sequences", "[attention][gpu]") {
   // 32 sequences of 65-128 tokens back to back: enough (sequence, head) pairs of more than 64 rows for the default to
   // take the 8-warp shape (detail::attn::default_shape), which the padded reference tests do not reach.
-  auto& variant = detail::attn::forward_variant();
-  const int saved = variant.load();
   const int B = 32, S = 128, H = 12, D = 64;
   std::vector<int> lens, offsets{0};
   for (int b = 0; b < B; ++b) {
@@ -171,32 +175,18 @@ TEST_CASE("every launch shape gives the same bits on a padding-free batch of lon
     offsets.push_back(offsets.back() + lens.back());
   }
   const index_t N = offsets.back();
-  const auto to_device = [](const std::vector<int>& v) {
-    tensor<std::int32_t, host> t({static_cast<index_t>(v.size())});
-    for (std::size_t i = 0; i < v.size(); ++i) t.data()[i] = v[i];
-    return on<loom::cuda>(t);
-  };
-  const auto layout = token_layout<loom::cuda>::packed(to_device(lens), to_device(offsets), S, N);
+  const auto layout = token_layout<loom::cuda>::packed(lengths_of(lens), lengths_of(offsets), S, N);
   const auto qkv = on<loom::cuda>(random_tensor<bf16>({N, 3, H, D}, 31));
-  std::vector<double> ref_ctx, ref_lse;
-  for (int v = 0; v <= detail::attn::forward_shape_count; ++v) {
-    variant.store(v);
+  check_every_shape_gives_the_same_bits([&] {
     tensor<bf16, loom::cuda> ctx({N, H * D});
     tensor<float, loom::cuda> lse({B, H, S});
     attention_forward(qkv, layout, ctx, lse);
     // lse rows past a sequence's end are not written: compare the written ones.
-    std::vector<double> l = values(lse), written;
+    const std::vector<double> l = values(lse);
+    std::vector<double> written;
     for (int b = 0; b < B; ++b)
       for (int h = 0; h < H; ++h)
         for (int s = 0; s < lens[b]; ++s) written.push_back(l[(static_cast<std::size_t>(b) * H + h) * S + s]);
-    if (v == 0) {
-      ref_ctx = values(ctx);
-      ref_lse = written;
-    } else {
-      INFO("variant " << v);
-      CHECK(values(ctx) == ref_ctx);
-      CHECK(written == ref_lse);
-    }
-  }
-  variant.store(saved);
+    return std::pair{values(ctx), written};
+  });
 }

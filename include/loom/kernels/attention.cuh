@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <iterator>
 
 #include "../core/cuda_dependent_launch.cuh"
 #include "detail/tensor_core.cuh"  // defines: cp_async_16, ldmatrix_x4, mma_16816, pack2
@@ -833,7 +834,7 @@ struct forward_shape {
   int warps, min_blocks;
 };
 inline constexpr forward_shape forward_shapes[] = {{4, 3}, {4, 4}, {8, 1}, {8, 2}};
-inline constexpr int forward_shape_count = 4;
+inline constexpr int forward_shape_count = static_cast<int>(std::size(forward_shapes));
 inline std::atomic<int>& forward_variant() {
   static std::atomic<int> v{0};
   return v;
