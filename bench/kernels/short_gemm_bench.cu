@@ -76,7 +76,8 @@ void product(variant v, int splits, const tensor_t& x, const tensor_t& w, const 
     loom::detail::run_gemm_short<bf16>(p, e, b.data(), o.b_stable, stream);
   } else {
     loom::detail::launch_gemm_short<bf16>(e, x.data(), x.strides()[0], w.data(), w.strides()[0], y.data(),
-                                          y.strides()[0], b.data(), p.n, p.m, p.k, splits, o.b_stable, stream);
+                                          y.strides()[0], b.data(), nullptr, p.n, p.m, p.k, splits, o.b_stable,
+                                          stream);
   }
 }
 

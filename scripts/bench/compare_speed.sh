@@ -6,8 +6,9 @@
 # markdown table of the medians (OUT/table.md).
 #   scripts/bench/compare_speed.sh OLD_LOOM_BERT NEW_LOOM_BERT OUT_DIR [ROUNDS]
 # One binary under two settings: the same path twice, OLD_ENV / NEW_ENV (e.g. OLD_ENV=LOOM_FUSED_HEAD=0) set for each.
-# SET=infer leaves the training steps out; with TEXTS (a TSV with a `sentence` column) and VOCAB, each round also
-# times those rows one at a time, padding-free, without graphs (the serving case) and at batch 256.
+# SET=infer leaves the training steps out; FP8=1 adds fp8 inference at batch 256; with TEXTS (a TSV with a `sentence`
+# column) and VOCAB, each round also times those rows one at a time, padding-free, without graphs (the serving case)
+# and at batch 256.
 set -euo pipefail
 old=$1 new=$2 out=$3 rounds=${4:-3}
 mkdir -p "$out"
@@ -22,6 +23,7 @@ for r in $(seq "$rounds"); do
       run bench --device cuda --precision fp16 --batch 1 --seq 128 --iters 200
       run bench --device cuda --precision bf16 --batch 8 --seq 128 --iters 200
       run bench --device cuda --precision bf16 --batch 256 --seq 128 --iters 20
+      [ "${FP8:-0}" = 1 ] && run bench --device cuda --precision fp8 --batch 256 --seq 128 --iters 20
       [ "${SET:-all}" = infer ] || run bench --train --device cuda --precision bf16 --batch 32 64 --seq 128 --iters 30
       if [ -n "${TEXTS:-}" ]; then
         run bench --device cuda --precision bf16 --batch 1 --texts "$TEXTS" --text-column sentence --vocab "$VOCAB" \

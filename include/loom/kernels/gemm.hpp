@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -115,6 +116,41 @@ void matmul(const tensor<T, Device>& a, const tensor<T, Device>& b, const tensor
     matmul(ones, a, bias.reshape({1, n}), {.transpose_b = !opts.transpose_a});
   }
 #endif
+}
+
+/// c = epilogue(alpha * op(a) * op(b) + addend + bias): the product added to a tensor other than c, read by the
+/// GEMM itself (cuBLAS's separate C and D) instead of by a pass of its own, e.g. a residual stream before its
+/// LayerNorm. addend: c's shape and strides (it may be c itself: then this is beta = 1); it is not written.
+/// `opts.beta` must be left 0 (addend is added once). Same operands and epilogues as matmul but bias_grad and
+/// bias_gelu_tanh_aux. An empty `bias` goes with gemm_epilogue::none.
+template <floating T, device_tag Device>
+void matmul_add(const tensor<T, Device>& a, const tensor<T, Device>& b, const tensor<T, Device>& addend,
+                const tensor<T, Device>& c, gemm_options opts, const tensor<T, Device>& bias = {}) {
+  LOOM_CHECK(addend.extents() == c.extents() && (addend.strides() == c.strides() || c.numel() == 0),
+             "matmul_add: addend " + addend.extents().str() + " with strides " + addend.strides().str() +
+                 " must have c's shape and strides, " + c.extents().str() + " with " + c.strides().str());
+  LOOM_CHECK(opts.beta == 0.0, "matmul_add: leave gemm_options::beta 0 (the addend is added once)");
+  LOOM_CHECK(opts.epilogue != gemm_epilogue::bias_grad && !uses_aux(opts.epilogue),
+             "matmul_add: the bias_grad and bias_gelu_tanh_aux epilogues take no addend");
+  LOOM_CHECK(addend.device_index() == c.device_index(), "matmul_add: addend is on device " +
+                                                            std::to_string(addend.device_index()) + ", c on " +
+                                                            std::to_string(c.device_index()));
+  if (addend.data() != c.data() && c.numel() > 0) {
+    // One span of memory each (same strides): the GEMM reads addend while it writes c, so they must not overlap.
+    index_t last = 0;
+    for (int d = 0; d < c.rank(); ++d) last += (c.extent(d) - 1) * c.strides()[d];
+    const auto span = static_cast<std::uintptr_t>(last + 1) * sizeof(T);
+    const auto pa = reinterpret_cast<std::uintptr_t>(addend.data()), pc = reinterpret_cast<std::uintptr_t>(c.data());
+    LOOM_CHECK(pa + span <= pc || pc + span <= pa, "matmul_add: addend overlaps c without being c");
+  }
+  opts.beta = 1.0;
+  opts.addend = addend.data();
+  if (opts.epilogue == gemm_epilogue::none) {
+    LOOM_CHECK(bias.numel() == 0, "matmul_add: a bias was given but the epilogue is none");
+    matmul(a, b, c, opts);
+  } else {
+    matmul(a, b, c, opts, bias);
+  }
 }
 
 /// Returns op(a) * op(b) (+ bias epilogue) in a new contiguous tensor (beta is ignored: there is no c to add).

@@ -64,10 +64,11 @@ struct lt_scales {
 struct lt_key {
   std::int64_t dtype, tf32, epilogue, tx, ty, m, n, k, ldx, ldy, ldd, batch, bsx, bsy, bsd;
   std::int64_t align_x, align_y, align_d, align_bias, align_aux;
+  std::int64_t align_c;  // gemm_options::addend's (0: C is D)
   std::int64_t choice;  // gemm_algorithm_choice: a problem planned one way is planned anew the other way
   bool operator==(const lt_key& o) const noexcept { return std::memcmp(this, &o, sizeof(lt_key)) == 0; }
 };
-static_assert(sizeof(lt_key) == 21 * sizeof(std::int64_t));
+static_assert(sizeof(lt_key) == 22 * sizeof(std::int64_t));
 
 struct lt_key_hash {
   std::size_t operator()(const lt_key& k) const noexcept {
@@ -267,7 +268,8 @@ std::unique_ptr<lt_plan> make_lt_plan(cublasLtHandle_t handle, const lt_key& key
   set_pref(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<std::uint64_t>(cublaslt_workspace_bytes));
   set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, static_cast<std::uint32_t>(key.align_x));
   set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<std::uint32_t>(key.align_y));
-  set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<std::uint32_t>(key.align_d));
+  set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+           static_cast<std::uint32_t>(key.align_c ? std::min(key.align_c, key.align_d) : key.align_d));
   set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<std::uint32_t>(key.align_d));
   std::array<cublasLtMatmulHeuristicResult_t, max_timed_candidates> results{};
   int found = 0;
@@ -333,11 +335,12 @@ struct lt_timing_resources {
   }
 };
 
-// One GEMM call as the timing replays it: the operands (the call's, or a copy) and where D goes.
+// One GEMM call as the timing replays it: the operands (the call's, or a copy), where D goes, and C (null: D).
 struct lt_timed_call {
   const void* x;
   const void* y;
   void* d;
+  const void* c = nullptr;
 };
 
 // Runs each candidate on the call's operands and returns the fastest; the heuristic's first answer stays unless
@@ -348,8 +351,8 @@ struct lt_timed_call {
 //  - Cold operands: when X and Y together are smaller than the L2 cache, the runs cycle through copies of them that
 //    add up to three times its size, so each run reads its operands from memory as it will in a forward pass (the
 //    weights of a model do not stay in L2 from one layer's call to the next).
-//  - The candidates write the real D, aux and bias gradient, which the call itself overwrites next; with beta != 0 D
-//    is also C, so they write a zeroed scratch copy and the call finds C untouched.
+//  - The candidates write the real D, aux and bias gradient, which the call itself overwrites next; with beta != 0 and
+//    D as C, they write a zeroed scratch copy and the call finds C untouched (a separate C, an addend, is only read).
 // Each candidate's graph runs once to warm up; its best of three launches counts.
 inline cublasLtMatmulAlgo_t fastest_lt_algorithm(lt_context& ctx, int device, const lt_plan& plan,
                                                  const std::vector<cublasLtMatmulAlgo_t>& candidates,
@@ -359,7 +362,7 @@ inline cublasLtMatmulAlgo_t fastest_lt_algorithm(lt_context& ctx, int device, co
   lt_timing_resources r(device);
   LOOM_CUDA_CHECK(cudaEventRecord(r.start, caller));  // the operands are ready once the caller's queue is
   LOOM_CUDA_CHECK(cudaStreamWaitEvent(r.stream, r.start, 0));
-  if (*beta != 0.0f) {
+  if (*beta != 0.0f && !call.c) {
     call.d = r.allocate(d_bytes);
     LOOM_CUDA_CHECK(cudaMemsetAsync(call.d, 0, d_bytes, r.stream));
   }
@@ -399,9 +402,9 @@ inline cublasLtMatmulAlgo_t fastest_lt_algorithm(lt_context& ctx, int device, co
     bool ok = true;
     for (std::size_t k = 0; k < runs && ok; ++k) {
       const lt_timed_call& c = calls[k % calls.size()];
-      ok = cublasLtMatmul(ctx.handle(), plan.desc, alpha, c.x, plan.x, c.y, plan.y, beta, plan.c ? nullptr : c.d,
-                          plan.c ? plan.c : plan.d, c.d, plan.d, &candidates[i], workspace, cublaslt_workspace_bytes,
-                          r.stream) == CUBLAS_STATUS_SUCCESS;
+      ok = cublasLtMatmul(ctx.handle(), plan.desc, alpha, c.x, plan.x, c.y, plan.y, beta,
+                          plan.c ? nullptr : c.c ? c.c : c.d, plan.c ? plan.c : plan.d, c.d, plan.d, &candidates[i],
+                          workspace, cublaslt_workspace_bytes, r.stream) == CUBLAS_STATUS_SUCCESS;
     }
     const cudaError_t ended = cudaStreamEndCapture(r.stream, &g);
     if (ok && ended == cudaSuccess && cudaGraphInstantiate(&r.graphs[i], g, 0) == cudaSuccess &&
@@ -475,6 +478,7 @@ bool cublaslt_matmul(const gemm_plan& p, const gemm_options& o, const Bias* bias
                    byte_alignment(p.d.data, p.d.ld * es, p.d.batch_stride * es),
                    bias ? byte_alignment(bias, 0, 0) : 0,
                    p.aux ? byte_alignment(p.aux, p.d.ld * es, 0) : 0,
+                   p.c ? byte_alignment(p.c, p.d.ld * es, p.d.batch_stride * es) : 0,
                    static_cast<std::int64_t>(gemm_algorithm())};
   lt_context& ctx = lt_context_for(device);
   auto& slot = ctx.plans()[key];
@@ -515,12 +519,13 @@ bool cublaslt_matmul(const gemm_plan& p, const gemm_options& o, const Bias* bias
   // A C whose type differs from D's (an fp8 D) is not read (beta = 0) and passed as null: cuBLASLt answers
   // INVALID_VALUE for C = D with different layouts (measured, cuBLAS 13.1 on H100).
   LOOM_CHECK(!plan.c || beta == 0.0f, "matmul: an fp8 result cannot accumulate into c (beta must be 0)");
+  const void* c = p.c ? p.c : d;
   if (candidates.size() > 1)
-    plan.algo = fastest_lt_algorithm(ctx, device, plan, candidates, &alpha, &beta, {p.x.data, p.y.data, d},
+    plan.algo = fastest_lt_algorithm(ctx, device, plan, candidates, &alpha, &beta, {p.x.data, p.y.data, d, p.c},
                                      operand_bytes<In>(p.x, p.batch), operand_bytes<In>(p.y, p.batch),
                                      operand_bytes<Out>(p.d, p.batch), stream);
   LOOM_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), plan.desc, &alpha, p.x.data, plan.x, p.y.data, plan.y, &beta,
-                                   plan.c ? nullptr : d, plan.c ? plan.c : plan.d, d, plan.d, &plan.algo,
+                                   plan.c ? nullptr : c, plan.c ? plan.c : plan.d, d, plan.d, &plan.algo,
                                    ctx.workspace(stream), cublaslt_workspace_bytes, stream));
   if (gelu) gelu(d, p.m, p.n, p.d.ld, p.batch, p.d.batch_stride, stream);
   return true;

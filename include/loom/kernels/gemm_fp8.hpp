@@ -18,13 +18,15 @@ namespace loom {
 /// An fp8 y (contiguous) is the result times `y_scale`'s scale, rounded: the next layer's quantized input, written
 /// by the GEMM itself. Then bias_gelu (erf) is refused, and on CUDA the call returns false, having run nothing,
 /// when cuBLASLt has no algorithm for it (the caller writes 16 bits and quantizes instead); otherwise it returns true.
+/// `addend` (16-bit or fp32 y only; y's shape and strides, not y itself): added to the product before the bias
+/// and activation, read by the GEMM (matmul_add's C).
 /// \tparam Q fp8_e4m3 or fp8_e5m2 (both operands) \tparam Out bf16, f16 or float, or fp8 \tparam B the bias's type
 /// (Out's when Out is not fp8)
 template <fp8 Q, class Out, floating B, device_tag D>
   requires(std::is_same_v<Out, B> || fp8<Out>)
 bool matmul_fp8(const tensor<Q, D>& x, const fp8_scale<D>& x_scale, const tensor<Q, D>& w, const fp8_scale<D>& w_scale,
                 const tensor<Out, D>& y, gemm_epilogue epilogue, const tensor<B, D>& bias,
-                const fp8_scale<D>* y_scale = nullptr) {
+                const fp8_scale<D>* y_scale = nullptr, const tensor<Out, D>& addend = {}) {
   const auto shapes = [&] {
     return "x " + x.extents().str() + ", w " + w.extents().str() + ", y " + y.extents().str();
   };
@@ -42,7 +44,15 @@ bool matmul_fp8(const tensor<Q, D>& x, const fp8_scale<D>& x_scale, const tensor
     LOOM_CHECK(epilogue != gemm_epilogue::bias_gelu,
                "matmul_fp8: an fp8 result takes bias or bias_gelu_tanh (the erf GELU is a separate 16-bit pass)");
   }
-  const gemm_options opts{.transpose_b = true, .epilogue = epilogue};
+  const bool adds = addend.numel() > 0;
+  if (adds) {
+    LOOM_CHECK(!fp8<Out> && addend.extents() == y.extents() && addend.strides() == y.strides() &&
+                   addend.data() != y.data(),
+               "matmul_fp8: addend " + addend.extents().str() + " must be a 16-bit or fp32 tensor apart from y with "
+               "y's shape and strides; got " + shapes());
+  }
+  const gemm_options opts{.transpose_b = true, .beta = adds ? 1.0 : 0.0, .epilogue = epilogue,
+                          .addend = adds ? addend.data() : nullptr};
   if constexpr (std::is_same_v<D, host>) {
     const auto dequant = [](const tensor<Q, host>& q, float descale) {
       tensor<float, host> f(q.extents());
@@ -51,7 +61,11 @@ bool matmul_fp8(const tensor<Q, D>& x, const fp8_scale<D>& x_scale, const tensor
     };
     tensor<float, host> yf(y.extents()), bf({bias.extent(0)});
     for (index_t i = 0; i < bf.numel(); ++i) bf.data()[i] = static_cast<float>(bias.data()[i]);
-    matmul(dequant(x, *x_scale.descale()), dequant(w, *w_scale.descale()), yf, opts, bf);
+    gemm_options host_opts = opts;
+    host_opts.addend = nullptr;  // C is yf, which holds the addend widened
+    if constexpr (!fp8<Out>)
+      if (adds) assign(yf, cast<float>(addend));
+    matmul(dequant(x, *x_scale.descale()), dequant(w, *w_scale.descale()), yf, host_opts, bf);
     if constexpr (fp8<Out>) quantize_fp8(yf, y, *y_scale, false);
     else assign(y, cast<Out>(yf));
     return true;

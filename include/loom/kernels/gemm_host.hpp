@@ -147,7 +147,11 @@ void host_matmul(const gemm_plan& p, const gemm_options& o, const T* bias) {
     const T* x = static_cast<const T*>(p.x.data) + b * p.x.batch_stride;
     const T* y = static_cast<const T*>(p.y.data) + b * p.y.batch_stride;
     T* d = const_cast<T*>(static_cast<const T*>(p.d.data)) + b * p.d.batch_stride;
+    // C: gemm_options::addend (laid out as D) or D itself.
+    const T* c = p.c ? static_cast<const T*>(p.c) + b * p.d.batch_stride : d;
     if constexpr (std::is_same_v<T, acc_t>) {
+      if (c != d && beta != acc_t(0))
+        for (index_t j = 0; j < p.n; ++j) std::copy_n(c + j * p.d.ld, p.m, d + j * p.d.ld);
 #if defined(LOOM_WITH_CBLAS)
       if (p.k > 0 && blas) cblas_gemm<acc_t>(x, p.x, y, p.y, d, p.d.ld, p.m, p.n, p.k, alpha, beta);
       else host_gemm_loop<acc_t>(x, p.x, y, p.y, d, p.d.ld, p.m, p.n, p.k, alpha, beta, tmp);
@@ -161,7 +165,7 @@ void host_matmul(const gemm_plan& p, const gemm_options& o, const T* bias) {
       dbuf.resize(static_cast<std::size_t>(p.m * p.n));
       if (beta != 0.0f)
         for (index_t j = 0; j < p.n; ++j)
-          for (index_t i = 0; i < p.m; ++i) dbuf[i + j * p.m] = static_cast<float>(d[i + j * p.d.ld]);
+          for (index_t i = 0; i < p.m; ++i) dbuf[i + j * p.m] = static_cast<float>(c[i + j * p.d.ld]);
 #if defined(LOOM_WITH_CBLAS)
       if (p.k > 0 && blas)
         cblas_gemm<float>(xbuf.data(), wx, ybuf.data(), wy, dbuf.data(), p.m, p.m, p.n, p.k, alpha, beta);

@@ -48,6 +48,9 @@ struct gemm_options {
   /// CUDA a GEMM may then start reading b before the kernel ahead of it has ended (gemm_short.cuh); setting it for
   /// a b that the previous kernel writes gives wrong results.
   bool b_stable = false;
+  /// Set by matmul_add: the C that beta multiplies is read from here (a buffer of c's type, shape and strides)
+  /// instead of from c, as cuBLAS's separate C and D. Null: c itself.
+  const void* addend = nullptr;
 };
 
 namespace detail {
@@ -67,6 +70,7 @@ struct gemm_plan {
   blas_operand x, y, d;
   bool c_row_major = true;  // D = c^T
   void* aux = nullptr;      // gemm_options::aux: laid out as D
+  const void* c = nullptr;  // gemm_options::addend when it is not D itself: C, laid out as D; null: C is D
 };
 
 // A strided [r, c] matrix V(i, j) = p[i * rs + j * cs] as a column-major BLAS operand, if it is one: either
@@ -127,6 +131,9 @@ gemm_plan make_gemm_plan(const tensor<TA, Device>& a, const tensor<TB, Device>& 
                                   : "matmul: gemm_options::aux was given but the epilogue does not use it");
   LOOM_CHECK(!uses_aux(o.epilogue) || (rank == 2 && o.alpha == 1.0 && o.beta == 0.0),
              "matmul: bias_gelu_tanh_aux takes [m, k] x [k, n] matrices, alpha = 1 and beta = 0; got " + shapes());
+  LOOM_CHECK(o.addend == nullptr || (o.beta != 0.0 && o.epilogue != gemm_epilogue::bias_grad),
+             "matmul: gemm_options::addend is read with beta != 0 and an epilogue other than bias_grad; got " +
+                 shapes());
 
   const int ra = a.rank(), rb = b.rank();
   // op(a) is [m, k]: its row/column extents and strides.
@@ -192,6 +199,7 @@ gemm_plan make_gemm_plan(const tensor<TA, Device>& a, const tensor<TB, Device>& 
   p.d.data = c.data();
   p.d.batch_stride = bsc;
   p.aux = o.aux;
+  if (o.addend != c.data()) p.c = o.addend;
 
   // A matrix times a stack whose entries sit one after another (e.g. [batch, s, k] x [k, n] weights): the stack
   // is one tall matrix, so the batch folds into D's columns and one large GEMM runs instead of `batch` small ones.

@@ -1,6 +1,6 @@
 // SPDX-FileCopyrightText: 2026 The loom authors
 // SPDX-License-Identifier: Apache-2.0
-// The short-GEMM kernel (nvcc only): y [m, n] = epilogue(x [m, k] W^T + bias) for few rows and a deep k, such as
+// The short-GEMM kernel (nvcc only): y [m, n] = epilogue(x [m, k] W^T [+ addend] + bias) for few rows and a deep k, as
 // BERT's output projection (k = 3,072) over one short text. Such a product streams its weight (4.7 MB) in ~1.5 us,
 // but cuBLASLt spends ~7 us on it: 12 tiles of 64 x 64 leave most SMs idle, and its kernels cannot start before the
 // previous kernel has ended. Here
@@ -69,7 +69,8 @@ inline namespace LOOM_KERNEL_NS {
 template <class T, gemm_epilogue E>
 __global__ void __launch_bounds__(short_gemm::threads)
     gemm_short_kernel(const T* __restrict__ x, index_t ldx, const T* __restrict__ w, index_t ldw, T* __restrict__ y,
-                      index_t ldy, const T* __restrict__ bias, int m, int k_steps, bool w_stable) {
+                      index_t ldy, const T* __restrict__ bias, const T* __restrict__ addend, int m, int k_steps,
+                      bool w_stable) {
   using namespace short_gemm;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* const smem = reinterpret_cast<T*>(smem_raw);
@@ -179,6 +180,14 @@ __global__ void __launch_bounds__(short_gemm::threads)
       const T* bv = reinterpret_cast<const T*>(&raw);
       for (int j = 0; j < 4; ++j) b[j] = widen(bv[j]);
     }
+    if (addend) {  // C of alpha x W^T + C + bias, laid out as y
+      const uint2 raw = *reinterpret_cast<const uint2*>(addend + static_cast<index_t>(m0 + r) * ldy + n0 + c);
+      const T* cv = reinterpret_cast<const T*>(&raw);
+      sum.x += widen(cv[0]);
+      sum.y += widen(cv[1]);
+      sum.z += widen(cv[2]);
+      sum.w += widen(cv[3]);
+    }
     uint2 out;
     out.x = pack2<T>(finish<E>(sum.x, b[0]), finish<E>(sum.y, b[1]));
     out.y = pack2<T>(finish<E>(sum.z, b[2]), finish<E>(sum.w, b[3]));
@@ -203,11 +212,12 @@ inline int short_gemm_splits(index_t m, index_t n, index_t k, int sms, bool clus
   return splits;
 }
 
-/// Launches the kernel for y [m, n] = epilogue(x [m, k] W^T + bias), k split `splits` ways (up to 8, dividing
-/// k / 64; more than 1 needs sm_90).
+/// Launches the kernel for y [m, n] = epilogue(x [m, k] W^T + addend + bias), k split `splits` ways (up to 8,
+/// dividing k / 64; more than 1 needs sm_90). `addend`: laid out as y (ldy), not y itself; null: none.
 template <class T, gemm_epilogue E>
 void launch_gemm_short(const T* x, index_t ldx, const T* w, index_t ldw, T* y, index_t ldy, const T* bias,
-                       index_t m, index_t n, index_t k, int splits, bool w_stable, cudaStream_t stream) {
+                       const T* addend, index_t m, index_t n, index_t k, int splits, bool w_stable,
+                       cudaStream_t stream) {
   using namespace short_gemm;
   // The 64 KiB of dynamic shared memory need an opt-in per device: bit d set once device d has it.
   static thread_local std::uint64_t configured = 0;
@@ -242,17 +252,17 @@ void launch_gemm_short(const T* x, index_t ldx, const T* w, index_t ldw, T* y, i
   config.attrs = attributes;
   config.numAttrs = count;
   const int k_steps = static_cast<int>(k / tile / splits);
-  LOOM_CUDA_CHECK(cudaLaunchKernelEx(&config, gemm_short_kernel<T, E>, x, ldx, w, ldw, y, ldy, bias,
+  LOOM_CUDA_CHECK(cudaLaunchKernelEx(&config, gemm_short_kernel<T, E>, x, ldx, w, ldw, y, ldy, bias, addend,
                                      static_cast<int>(m), k_steps, w_stable));
 }
 
 /// The same with the epilogue chosen at run time: none, bias, bias_gelu or bias_gelu_tanh.
 template <class T>
 void launch_gemm_short(gemm_epilogue e, const T* x, index_t ldx, const T* w, index_t ldw, T* y, index_t ldy,
-                       const T* bias, index_t m, index_t n, index_t k, int splits, bool w_stable,
+                       const T* bias, const T* addend, index_t m, index_t n, index_t k, int splits, bool w_stable,
                        cudaStream_t stream) {
   const auto launch = [&]<gemm_epilogue E>() {
-    launch_gemm_short<T, E>(x, ldx, w, ldw, y, ldy, bias, m, n, k, splits, w_stable, stream);
+    launch_gemm_short<T, E>(x, ldx, w, ldw, y, ldy, bias, addend, m, n, k, splits, w_stable, stream);
   };
   switch (e) {
     case gemm_epilogue::none: launch.template operator()<gemm_epilogue::none>(); break;
@@ -274,7 +284,8 @@ void run_gemm_short(const gemm_plan& p, gemm_epilogue e, const void* bias_ptr, b
   }();
   const index_t rows = p.n, cols = p.m;
   launch_gemm_short<T>(e, static_cast<const T*>(p.y.data), p.y.ld, static_cast<const T*>(p.x.data), p.x.ld,
-                       static_cast<T*>(const_cast<void*>(p.d.data)), p.d.ld, static_cast<const T*>(bias_ptr), rows,
+                       static_cast<T*>(const_cast<void*>(p.d.data)), p.d.ld, static_cast<const T*>(bias_ptr),
+                       static_cast<const T*>(p.c), rows,
                        cols, p.k, short_gemm_splits(rows, cols, p.k, sm_count(), clusters), w_stable, stream);
 }
 

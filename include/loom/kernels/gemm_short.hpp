@@ -35,7 +35,7 @@ inline std::int64_t short_gemm_max_rows() {
 
 /// The problems the kernel takes: c [m, n] = x [m, k] W^T with W [n, k] (a linear layer's weight), all three
 /// row-major with 16-byte aligned rows; m <= short_gemm_max_rows(); n and k multiples of 64, k >= short_gemm_min_k;
-/// alpha 1, beta 0; no epilogue, bias, or bias + GELU (erf or tanh).
+/// alpha 1; beta 0, or 1 with an addend other than c (matmul_add); no epilogue, bias, or bias + GELU (erf or tanh).
 inline bool short_gemm_takes(const gemm_plan& p, const gemm_options& o, std::size_t elem, const void* bias) {
   const auto aligned = [&](const void* ptr, index_t ld) {
     return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0 && (ld * static_cast<index_t>(elem)) % 16 == 0;
@@ -45,7 +45,8 @@ inline bool short_gemm_takes(const gemm_plan& p, const gemm_options& o, std::siz
   // The plan of a row-major c is D = c^T: X = W as a transposed [k, n] column-major operand, Y = x^T, p.n = rows.
   return epilogue && p.c_row_major && p.batch == 1 && p.x.trans && !p.y.trans && !p.d.trans && p.n >= 1 &&
          p.n <= short_gemm_max_rows() && p.m > 0 && p.m % 64 == 0 && p.k % 64 == 0 && p.k >= short_gemm_min_k &&
-         o.alpha == 1.0 && o.beta == 0.0 && aligned(p.x.data, p.x.ld) && aligned(p.y.data, p.y.ld) &&
+         o.alpha == 1.0 && (o.beta == 0.0 || (o.beta == 1.0 && p.c && aligned(p.c, p.d.ld))) &&
+         aligned(p.x.data, p.x.ld) && aligned(p.y.data, p.y.ld) &&
          aligned(p.d.data, p.d.ld) && (bias == nullptr || reinterpret_cast<std::uintptr_t>(bias) % 8 == 0);
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "../core/env_rows.hpp"
 #include "../io/bert_config.hpp"
 #include "feed_forward.hpp"
 #include "layer_norm.hpp"
@@ -29,6 +30,15 @@ struct encoder_scratch {
   lora_scratch<T, Device> lora;
   ones_vector<T, Device> ones;
 };
+
+/// Inference passes of up to this many token rows add each residual in the epilogue of the GEMM before its
+/// LayerNorm (linear::forward's addend), so the LayerNorm reads one [N, H] tensor instead of two; training cannot
+/// (the residual dropout comes between the GEMM and the add, and backward keeps the sum). LOOM_RESIDUAL_GEMM=N in
+/// the environment sets the rows (0: the residual LayerNorm adds it, as in training). Read once per process.
+inline std::int64_t residual_gemm_max_rows() {
+  static const std::int64_t rows = loom::detail::env_rows("LOOM_RESIDUAL_GEMM", INT64_MAX, INT64_MAX);
+  return rows;
+}
 
 template <precision::policy Precision, parallel::policy Parallel, device_tag Device>
 class encoder_layer {
@@ -114,6 +124,14 @@ class encoder_layer {
   /// a.input -> a.out().
   void forward(activations& a, const token_layout<Device>& tokens, const lora_scratch<T, Device>& ls, const pass& p,
                bool exact_gelu) const {
+    if (!p.training && a.input.extent(0) <= residual_gemm_max_rows()) {
+      // Each sublayer's output GEMM adds its residual: a.attention.out = input + attention, a.ffn.out = h1 + ffn.
+      attention_.forward(a.input, tokens, a.attention, ls, p, a.input);
+      norm1_.forward_summed(a.attention.out, a.norm1, p);
+      ffn_.forward(a.norm1.out, a.ffn, ls, p, exact_gelu, a.norm1.out);
+      norm2_.forward_summed(a.ffn.out, a.norm2, p);
+      return;
+    }
     attention_.forward(a.input, tokens, a.attention, ls, p);
     // The hidden dropout of the attention output (and of the feed-forward's below) happens inside the residual
     // LayerNorm.

@@ -68,9 +68,10 @@ class feed_forward {
   /// by at most ~5e-4, below bf16/fp16 resolution at the values GELU sees, and cuBLASLt computes it in the GEMM's
   /// epilogue. Inference saves a full pass over the [N, I] activations (BERT-base, batch 256: ~1.5 ms of 12.9);
   /// training saves the forward pass too (the GEMM also writes GELU's input for backward: BERT-base, batch 32,
-  /// 7.83 -> 7.73 ms per step on an H100). fp32 always uses the erf GELU.
+  /// 7.83 -> 7.73 ms per step on an H100). fp32 always uses the erf GELU. `residual` (empty: none): added to a.out
+  /// by the output GEMM (linear::forward's addend).
   void forward(const tensor_t& x, activations& a, const lora_scratch<T, Device>& ls, const pass& p,
-               bool exact_gelu) const {
+               bool exact_gelu, const tensor_t& residual = {}) const {
     a.tanh_gelu = !exact_gelu && !std::is_same_v<T, float> && !std::is_same_v<T, double>;
     if (p.training && a.tanh_gelu && saves_gelu_input_in_gemm(a)) {
       inter_.forward(x, a.inter, gemm_epilogue::bias_gelu_tanh_aux, a.inter_lora, ls, p, a.inter_pre.data());
@@ -82,10 +83,10 @@ class feed_forward {
       else a.inter = gelu(pre);
     } else {
       const gemm_epilogue epilogue = a.tanh_gelu ? gemm_epilogue::bias_gelu_tanh : gemm_epilogue::bias_gelu;
-      if (fp8_chain(x, a, epilogue)) return;
+      if (fp8_chain(x, a, epilogue, residual)) return;
       inter_.forward(x, a.inter, epilogue, a.inter_lora, ls, p);
     }
-    out_.forward(a.inter, a.out, gemm_epilogue::bias, a.out_lora, ls, p);
+    out_.forward(a.inter, a.out, gemm_epilogue::bias, a.out_lora, ls, p, nullptr, residual);
   }
   /// dy = d(a.out) -> parameter gradients and dx += d x. `dinter`: [N, I/tp] scratch; `sums`: the bias gradient's
   /// workspace. `out_bias_done`: the output layer's bias gradient was summed where dy was written (the residual
@@ -115,12 +116,12 @@ class feed_forward {
 
   // fp8 inference: the intermediate GEMM writes GELU's output in fp8 at the output GEMM's input scale, saving the
   // [N, I] 16-bit intermediate and its cast pass (BERT-base, batch 256: ~0.1 ms per layer). False: nothing ran.
-  bool fp8_chain(const tensor_t& x, activations& a, gemm_epilogue epilogue) const {
+  bool fp8_chain(const tensor_t& x, activations& a, gemm_epilogue epilogue, const tensor_t& residual) const {
     const auto *f1 = inter_.base().fp8(), *f2 = out_.base().fp8();
     if (!f1 || !f2 || f1->observing() || f2->observing() || out_.adapted()) return false;
     const auto inter8 = f1->forward_into(*f2, x, inter_.base().bias(), epilogue);
     if (inter8.numel() == 0) return false;
-    f2->forward_quantized(inter8, out_.base().bias(), a.out, gemm_epilogue::bias);
+    f2->forward_quantized(inter8, out_.base().bias(), a.out, gemm_epilogue::bias, residual);
     return true;
   }
 

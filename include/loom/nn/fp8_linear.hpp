@@ -54,16 +54,18 @@ class fp8_linear {
   const fp8_scale<Device>& input_scale() const { return x_scale_; }
   const fp8_scale<Device>& weight_scale() const { return w_scale_; }
 
-  /// y = epilogue(x W^T + b), x: [N, in] with contiguous rows, y: [N, out]. `weight` and `bias` are the layer's
-  /// own (used while observing, and the bias always).
+  /// y = epilogue(x W^T + addend + b), x: [N, in] with contiguous rows, y: [N, out]; `addend` as linear::forward's
+  /// (empty: none). `weight` and `bias` are the layer's own (used while observing, and the bias always).
   void forward(const tensor_t& x, const tensor_t& weight, const tensor_t& bias, const tensor_t& y,
-               gemm_epilogue epilogue) const {
+               gemm_epilogue epilogue, const tensor_t& addend = {}) const {
     if (observing_) {
       quantize_fp8(x, tensor<fp8_e4m3, Device>{}, x_scale_, true);
-      matmul(x, weight, y, {.transpose_b = true, .epilogue = epilogue}, bias);
+      const gemm_options o{.transpose_b = true, .epilogue = epilogue};
+      if (addend.numel()) matmul_add(x, weight, addend, y, o, bias);
+      else matmul(x, weight, y, o, bias);
       return;
     }
-    forward_quantized(quantized(x), bias, y, epilogue);
+    forward_quantized(quantized(x), bias, y, epilogue, addend);
   }
 
   /// The chain of two fp8 layers (the feed-forward block's): this layer's result written by its GEMM in fp8 at
@@ -78,10 +80,11 @@ class fp8_linear {
     if (!matmul_fp8(quantized(x), x_scale_, w8_, w_scale_, y8, epilogue, bias, &next.x_scale_)) return {};
     return y8;
   }
-  /// y = epilogue(x W^T + b) for an input already in fp8 at this layer's input scale.
+  /// y = epilogue(x W^T + addend + b) for an input already in fp8 at this layer's input scale.
   void forward_quantized(const tensor<fp8_e4m3, Device>& x8, const tensor_t& bias, const tensor_t& y,
-                         gemm_epilogue epilogue) const {
-    matmul_fp8(x8, x_scale_, w8_, w_scale_, y, epilogue, bias);
+                         gemm_epilogue epilogue, const tensor_t& addend = {}) const {
+    const fp8_scale<Device>* const no_scale = nullptr;  // a 16-bit y
+    matmul_fp8(x8, x_scale_, w8_, w_scale_, y, epilogue, bias, no_scale, addend);
   }
 
  private:

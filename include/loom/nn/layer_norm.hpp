@@ -55,6 +55,12 @@ class residual_layer_norm {
                            p.training ? a.mean : tensor<float, Device>{}, p.training ? a.rstd : tensor<float, Device>{},
                            p.residual(layer_, site_, p_, sublayer.numel()), a.dropout_mask);
   }
+  /// Inference when the sublayer's GEMM already added x (linear::forward's addend): a.out = LayerNorm(sum).
+  void forward_summed(const tensor_t& sum, activations& a, const pass& p) const {
+    LOOM_CHECK(!p.training, module_ + ": a residual summed by the sublayer's GEMM is for inference (training drops "
+                                      "the sublayer's output and keeps the sum for backward)");
+    layer_norm_forward(sum, gamma_, beta_, eps_, a.out);
+  }
   /// d(x + dropout(sublayer)) from dy into `dsum` (overwritten: the residual's share); the parameters' gradients
   /// (+)= per param_mode. Returns the sublayer's output gradient: dsum through the dropout mask, written into
   /// `scratch` by the same pass (dsum stays as it is), or dsum itself without dropout. `dsub_bias` (empty: not

@@ -132,24 +132,29 @@ class linear {
 
   /// y = epilogue(x W^T + b). x: [N, local_in()], y: [N, local_out()] (a column slice of a wider buffer is fine).
   /// `aux`: gemm_options::aux of the epilogue (bias_gelu_tanh_aux: where GELU's input goes). `w_stable`:
-  /// gemm_options::b_stable for the weight (pass::weights_stable).
+  /// gemm_options::b_stable for the weight (pass::weights_stable). `addend` (y's shape and strides, not y; empty:
+  /// none): y = epilogue(x W^T + addend + b), added by the GEMM (matmul_add), e.g. the residual a post-LN block adds
+  /// before its LayerNorm; a row-parallel layer adds it once, on rank 0, as the bias.
   void forward(const tensor_t& x, const tensor_t& y, gemm_epilogue epilogue = gemm_epilogue::bias,
-               void* aux = nullptr, bool w_stable = false) const {
+               void* aux = nullptr, bool w_stable = false, const tensor_t& addend = {}) const {
     LOOM_CHECK(aux == nullptr || (!fp8_ && spec_.split != parallel::split::row),
                name() + ": an fp8 or row-parallel linear saves no GELU input");
+    const bool adds = given(addend);
     if (fp8_) {
-      fp8_->forward(x, w_, b_, y, epilogue);
+      fp8_->forward(x, w_, b_, y, epilogue, addend);
       return;
     }
+    const gemm_options o{.transpose_b = true, .epilogue = epilogue, .aux = aux, .b_stable = w_stable};
     if (spec_.split != parallel::split::row || !split_across()) {
-      matmul(x, w_, y, {.transpose_b = true, .epilogue = epilogue, .aux = aux, .b_stable = w_stable}, b_);
+      if (adds) matmul_add(x, w_, addend, y, o, b_);
+      else matmul(x, w_, y, o, b_);
       return;
     }
     LOOM_CHECK(epilogue == gemm_epilogue::bias, name() + ": a row-parallel linear applies no activation before "
                                                          "its outputs are summed across the group");
-    if (group_->tensor_rank() == 0)
-      matmul(x, w_, y, {.transpose_b = true, .epilogue = gemm_epilogue::bias, .b_stable = w_stable}, b_);
-    else matmul(x, w_, y, {.transpose_b = true, .b_stable = w_stable});
+    if (group_->tensor_rank() != 0) matmul(x, w_, y, {.transpose_b = true, .b_stable = w_stable});
+    else if (adds) matmul_add(x, w_, addend, y, o, b_);
+    else matmul(x, w_, y, o, b_);
     group_->all_reduce_sum(y);
   }
 

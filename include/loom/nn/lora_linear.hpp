@@ -93,12 +93,13 @@ class lora_linear {
                           : lora_weights<T, Device>{};
   }
 
-  /// y = epilogue(x W^T + b), then each adapter adds scale dropout(x) A^T B^T into its block's columns of y.
-  /// `aux`: the epilogue's gemm_options::aux (not for an adapted layer: its adapters add in after the epilogue).
+  /// y = epilogue(x W^T + addend + b), then each adapter adds scale dropout(x) A^T B^T into its block's columns of
+  /// y. `aux`: the epilogue's gemm_options::aux (not for an adapted layer: its adapters add in after the epilogue).
+  /// `addend`: linear::forward's (empty: none).
   void forward(const tensor_t& x, const tensor_t& y, gemm_epilogue epilogue, saved& u, const lora_scratch<T, Device>& s,
-               const pass& p, void* aux = nullptr) const {
+               const pass& p, void* aux = nullptr, const tensor_t& addend = {}) const {
     LOOM_CHECK(aux == nullptr || !adapted(), base_.name() + ": an adapted layer saves no GELU input");
-    base_.forward(x, y, epilogue, aux, p.weights_stable);
+    base_.forward(x, y, epilogue, aux, p.weights_stable, addend);
     // A row split holds this rank's input columns of x and A: x A^T is partial, summed over the group.
     const auto reduce_u = group_sum_if(parallel::split::row);
     for (index_t i = 0; i < base_.blocks(); ++i)

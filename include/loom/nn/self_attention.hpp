@@ -71,13 +71,14 @@ class self_attention {
   }
 
   /// x: [N, H] -> a.out; `tokens` says where each sequence's N rows are (right-padded or padding-free).
+  /// `residual` (empty: none): added to a.out by the output projection's GEMM (linear::forward's addend).
   void forward(const tensor_t& x, const token_layout<Device>& tokens, activations& a, const lora_scratch<T, Device>& ls,
-               const pass& p) const {
+               const pass& p, const tensor_t& residual = {}) const {
     qkv_.forward(x, a.qkv, gemm_epilogue::bias, a.qkv_lora, ls, p);
     // Outside training the mask is unused: no dropout (and no buffer; prepare() keeps one only for training).
     attention_forward(heads_view(a.qkv), tokens, a.ctx, p.training ? a.lse : tensor<float, Device>{}, dropout(p),
                       a.dropout_mask);
-    out_.forward(a.ctx, a.out, gemm_epilogue::bias, a.out_lora, ls, p);
+    out_.forward(a.ctx, a.out, gemm_epilogue::bias, a.out_lora, ls, p, nullptr, residual);
   }
   /// dy = d(a.out) -> parameter gradients and dx += d x (skipped when dx is empty). `sums`: the bias gradients'
   /// workspace; `out_bias_done`: the output projection's bias gradient was summed where dy was written.

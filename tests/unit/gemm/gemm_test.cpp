@@ -167,13 +167,14 @@ struct gemm_case {
   gemm_options opts{};
   bool a_batched = true, b_batched = true;  // false: a rank-2 operand shared by the whole batch
   layout la = layout::contiguous, lb = layout::contiguous, lc = layout::contiguous;
+  bool addend = false;  // matmul_add: c0 is a tensor apart from c (laid out as c), and c starts as NaN
   std::string str() const {
     return "batch=" + std::to_string(batch) + " m=" + std::to_string(m) + " k=" + std::to_string(k) +
            " n=" + std::to_string(n) + " ta=" + std::to_string(opts.transpose_a) +
            " tb=" + std::to_string(opts.transpose_b) + " alpha=" + std::to_string(opts.alpha) +
            " beta=" + std::to_string(opts.beta) + " epilogue=" + std::to_string(static_cast<int>(opts.epilogue)) +
            " layouts=" + std::to_string(static_cast<int>(la)) + std::to_string(static_cast<int>(lb)) +
-           std::to_string(static_cast<int>(lc));
+           std::to_string(static_cast<int>(lc)) + (addend ? " addend" : "");
   }
 };
 
@@ -207,7 +208,9 @@ double run_case(const gemm_case& gc, std::uint32_t seed) {
   const auto ha = view_of(ha_base, ac, gc.la), hb = view_of(hb_base, bc, gc.lb);
   const auto hc0 = view_of(hc_base, gc.n, gc.lc);
   const bool with_bias = o.epilogue != gemm_epilogue::none;
-  const std::vector<double> ref = reference(ha, hb, hc0, o, with_bias ? hbias.data() : nullptr);
+  gemm_options ro = o;
+  if (gc.addend) ro.beta = 1.0;  // matmul_add: + c0 once
+  const std::vector<double> ref = reference(ha, hb, hc0, ro, with_bias ? hbias.data() : nullptr);
 
   // beta == 0: c is write-only, so poison it: NaN survives in any element matmul failed to write (or read).
   auto hc_in = to_host(to_device(hc_base));  // a copy
@@ -225,9 +228,18 @@ double run_case(const gemm_case& gc, std::uint32_t seed) {
 
   const auto da_base = to_device(ha_base), db_base = to_device(hb_base), dc_base = to_device(hc_in);
   const auto dbias = to_device(hbias);
-  loom::matmul(view_of(da_base, ac, gc.la), view_of(db_base, bc, gc.lb), view_of(dc_base, gc.n, gc.lc), o,
-               with_bias ? dbias.data() : nullptr);
+  const auto dadd_base = to_device(hc_base);
+  if (gc.addend)
+    loom::matmul_add(view_of(da_base, ac, gc.la), view_of(db_base, bc, gc.lb), view_of(dadd_base, gc.n, gc.lc),
+                     view_of(dc_base, gc.n, gc.lc), o, with_bias ? dbias : tensor<T, device>{});
+  else
+    loom::matmul(view_of(da_base, ac, gc.la), view_of(db_base, bc, gc.lb), view_of(dc_base, gc.n, gc.lc), o,
+                 with_bias ? dbias.data() : nullptr);
   const auto out_base = to_host(dc_base);
+  if (gc.addend) {  // the addend is only read
+    const auto add_after = to_host(dadd_base);
+    CHECK(std::memcmp(add_after.data(), hc_base.data(), sizeof(T) * static_cast<std::size_t>(hc_base.numel())) == 0);
+  }
   const auto out = view_of(out_base, gc.n, gc.lc);
 
   double num = 0, den = 0;
@@ -503,6 +515,45 @@ TEMPLATE_LIST_TEST_CASE("matmul of a linear layer at few rows (the short-GEMM ke
     }
 }
 
+TEMPLATE_LIST_TEST_CASE("matmul_add: the product plus a tensor other than c, read by the GEMM", "[gemm]", gemm_types) {
+  std::uint32_t seed = 1300;
+  // Odd sizes, every epilogue, padded views (addend and c share the layout), alpha != 1, a batch over a shared
+  // weight (folded into one tall GEMM).
+  for (auto e : {gemm_epilogue::none, gemm_epilogue::bias, gemm_epilogue::bias_gelu, gemm_epilogue::bias_gelu_tanh})
+    for (const auto& t : triples) {
+      gemm_case gc{.m = t[0], .k = t[1], .n = t[2], .addend = true};
+      gc.opts.epilogue = e;
+      gc.opts.alpha = seed % 2 ? 1.0 : 1.25;
+      gc.opts.transpose_b = seed % 3 != 0;
+      gc.lc = seed % 2 ? layout::padded : layout::contiguous;
+      run_case<TestType>(gc, seed++);
+    }
+  gemm_case stack{.batch = 3, .m = 65, .k = 63, .n = 129, .b_batched = false, .addend = true};
+  stack.opts.transpose_b = true;
+  stack.opts.epilogue = gemm_epilogue::bias;
+  run_case<TestType>(stack, seed++);
+  // A residual added by a linear layer's output projection at few rows: the short-GEMM kernel on CUDA.
+  const index_t short_cases[][3] = {{1, 3072, 768}, {25, 3072, 768}, {64, 2048, 128}, {7, 2560, 192}};
+  for (const auto& c : short_cases) {
+    gemm_case gc{.m = c[0], .k = c[1], .n = c[2], .addend = true};
+    gc.opts.transpose_b = true;
+    gc.opts.epilogue = c[0] == 64 ? gemm_epilogue::bias_gelu_tanh : gemm_epilogue::bias;
+#if defined(LOOM_GEMM_TEST_CUDA)
+    if constexpr (std::is_same_v<TestType, bf16> || std::is_same_v<TestType, f16>) {
+      const tensor<TestType, device> x({c[0], c[1]}), w({c[2], c[1]}), y({c[0], c[2]}), add({c[0], c[2]});
+      gemm_options o = gc.opts;
+      o.beta = 1.0;
+      o.addend = add.data();
+      INFO(gc.str());
+      CHECK(loom::detail::short_gemm_takes(loom::detail::make_gemm_plan(x, w, y, o, true), o, sizeof(TestType),
+                                           nullptr));
+    }
+#endif
+    run_case<TestType>(gc, seed++);
+  }
+}
+
+
 #if defined(LOOM_GEMM_TEST_CUDA)
 namespace {
 // ||got - ref|| / ||ref|| over a contiguous result (NaN when got holds one).
@@ -546,8 +597,8 @@ TEMPLATE_TEST_CASE("cuda short-GEMM kernel: every split of k, epilogue and row c
     tensor<T, host> poison({c.m, c.n});
     for (index_t i = 0; i < poison.numel(); ++i) poison.data()[i] = loom::convert<T>(std::nanf(""));
     const auto y = to_device(poison);
-    loom::detail::launch_gemm_short<T>(c.e, x.data(), c.x_ld, w.data(), c.k, y.data(), c.n, b.data(), c.m, c.n, c.k,
-                                       c.splits, true, loom::current_stream());
+    loom::detail::launch_gemm_short<T>(c.e, x.data(), c.x_ld, w.data(), c.k, y.data(), c.n, b.data(), nullptr, c.m,
+                                       c.n, c.k, c.splits, true, loom::current_stream());
     const auto got = to_host(y);
     const auto ref = reference(hx, hw, tensor<T, host>({c.m, c.n}), {.transpose_b = true, .epilogue = c.e},
                                hb.data());
@@ -674,6 +725,37 @@ TEST_CASE("matmul rejects bad shapes and layouts with a clear message", "[gemm]"
 
   // Degenerate sizes are fine: nothing to compute.
   CHECK_NOTHROW(loom::matmul(dev({0, 5}), b57, dev({0, 7})));
+}
+
+TEST_CASE("matmul_add rejects an addend unlike c, overlapping c, beta and the gradient epilogues", "[gemm]") {
+  std::mt19937 rng(4);
+  const auto dev = [&](loom::shape s) { return to_device(random_tensor<float>(s, rng)); };
+  const auto a = dev({4, 5}), b = dev({5, 7}), c = dev({4, 7}), bias = dev({7});
+  std::string msg = error_of([&] { loom::matmul_add(a, b, dev({4, 6}), c, {}); });
+  CHECK(contains(msg, "addend [4, 6]"));
+  CHECK(contains(msg, "must have c's shape and strides, [4, 7]"));
+  const auto wide = dev({4, 9});
+  msg = error_of([&] { loom::matmul_add(a, b, wide.slice(1, 0, 7), c, {}); });
+  CHECK(contains(msg, "with strides [9, 1]"));
+  msg = error_of([&] { loom::matmul_add(a, b, dev({4, 7}), c, {.beta = 1.0}); });
+  CHECK(contains(msg, "leave gemm_options::beta 0"));
+  msg = error_of([&] { loom::matmul_add(dev({5, 4}), b, dev({4, 7}), c, {.transpose_a = true,
+                                                                         .epilogue = gemm_epilogue::bias_grad},
+                                        dev({4})); });
+  CHECK(contains(msg, "take no addend"));
+  msg = error_of([&] { loom::matmul_add(a, b, dev({4, 7}), c, {}, bias); });
+  CHECK(contains(msg, "epilogue is none"));
+  // Two views of one buffer, one row apart: the GEMM would read rows it has already written.
+  const auto both = dev({5, 7});
+  msg = error_of([&] { loom::matmul_add(a, b, both.slice(0, 1, 5), both.slice(0, 0, 4), {}); });
+  CHECK(contains(msg, "overlaps c"));
+  // The addend may be c itself: then it is beta = 1.
+  tensor<float, host> hc = to_host(c);
+  const auto product = to_host(loom::matmul(a, b));
+  loom::matmul_add(a, b, c, c, {});
+  const auto got = to_host(c);
+  for (index_t i = 0; i < got.numel(); ++i)
+    CHECK(std::abs(got.data()[i] - (hc.data()[i] + product.data()[i])) <= 1e-2f * (1 + std::abs(got.data()[i])));
 }
 
 #if !defined(LOOM_GEMM_TEST_CUDA)

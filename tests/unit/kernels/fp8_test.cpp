@@ -203,13 +203,22 @@ TEMPLATE_LIST_TEST_CASE("matmul_fp8: the product of the dequantized operands, bi
   const tensor<Out, host> bias = test::random_tensor<Out>({O}, 5, 0.5, 4.0);
   const float dx = 1.0f / 64, dw = 1.0f / 512;  // x in [-7, 7], w in [-0.875, 0.875]
   const fp8_scale<device> sx = scale_of({dx, 1 / dx, 0, 0, 0}), sw = scale_of({dw, 1 / dw, 0, 0, 0});
+  const fp8_scale<device>* const no_scale = nullptr;  // a 16-bit y
+  // With an addend (a residual read by the GEMM, matmul_add's C) and without; y starts as NaN.
+  const tensor<Out, host> addend = test::random_tensor<Out>({N, O}, 6);
+  tensor<Out, host> nans({N, O});
+  for (index_t i = 0; i < nans.numel(); ++i) nans.data()[i] = convert<Out>(std::nanf(""));
+  for (const bool adds : {false, true})
   for (const auto epi : {gemm_epilogue::bias, gemm_epilogue::bias_gelu}) {
-    const tensor<Out, device> y({N, O});
-    matmul_fp8(test::on<device>(x), sx, test::on<device>(w), sw, y, epi, test::on<device>(bias));
+    const tensor<Out, device> y = test::on<device>(nans), add = test::on<device>(addend);
+    matmul_fp8(test::on<device>(x), sx, test::on<device>(w), sw, y, epi, test::on<device>(bias), no_scale,
+               adds ? add : tensor<Out, device>{});
+    if (adds) CHECK(test::values(add) == test::values(test::on<device>(addend)));  // only read
     std::vector<double> ref(static_cast<std::size_t>(N * O));
     for (index_t i = 0; i < N; ++i)
       for (index_t j = 0; j < O; ++j) {
         double acc = static_cast<double>(static_cast<float>(bias.data()[j]));
+        if (adds) acc += static_cast<double>(static_cast<float>(addend.data()[i * O + j]));
         for (index_t k = 0; k < K; ++k)
           acc += decoded<fp8_e4m3>(x.data()[i * K + k].bits) * dx * decoded<fp8_e4m3>(w.data()[j * K + k].bits) * dw;
         ref[static_cast<std::size_t>(i * O + j)] =
@@ -217,7 +226,7 @@ TEMPLATE_LIST_TEST_CASE("matmul_fp8: the product of the dequantized operands, bi
       }
     // Out's rounding of the result (and on CUDA, fp32 accumulation in Hopper's fast fp8 mode).
     test::check_close(test::values(y), ref, std::is_same_v<Out, float> ? 1e-5 : 2 * test::tolerance<Out>(),
-                      epi == gemm_epilogue::bias ? "bias" : "bias_gelu");
+                      std::string(epi == gemm_epilogue::bias ? "bias" : "bias_gelu") + (adds ? " + addend" : ""));
   }
   // An fp8 result: the GEMM itself scales GELU's output and rounds it to E4M3 (the next layer's input).
   const float ys = 448.0f / 16.0f;
@@ -253,4 +262,10 @@ TEMPLATE_LIST_TEST_CASE("matmul_fp8: the product of the dequantized operands, bi
   CHECK_THROWS_WITH(matmul_fp8(test::on<device>(x), sx, test::on<device>(w).slice(0, 0, 40), sw, y,
                                gemm_epilogue::bias, test::on<device>(bias)),
                     Catch::Contains("needs contiguous x [N, K] and w [O, K] and y [N, O]"));
+  CHECK_THROWS_WITH(matmul_fp8(test::on<device>(x), sx, test::on<device>(w), sw, y, gemm_epilogue::bias,
+                               test::on<device>(bias), no_scale, tensor<Out, device>({N, O - 16})),
+                    Catch::Contains("must be a 16-bit or fp32 tensor apart from y with y's shape and strides"));
+  CHECK_THROWS_WITH(matmul_fp8(test::on<device>(x), sx, test::on<device>(w), sw, y, gemm_epilogue::bias,
+                               test::on<device>(bias), no_scale, y),
+                    Catch::Contains("apart from y"));
 }
