@@ -4,13 +4,13 @@
 #pragma once
 
 #include <algorithm>
-#include <cstdint>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "../config.hpp"
 #include "../tensor/tensor.hpp"
+#include "detail/overlap.hpp"  // defines: detail::bytes_overlap, detail::strided_bytes
 #include "gemm_algorithm.hpp"  // defines: gemm_algorithm_choice, set_gemm_algorithm_choice
 #include "gemm_host.hpp"  // defines: gemm_options, gemm_epilogue, detail::make_gemm_plan, detail::host_matmul
 
@@ -135,22 +135,15 @@ void matmul_add(const tensor<T, Device>& a, const tensor<T, Device>& b, const te
   LOOM_CHECK(addend.device_index() == c.device_index(), "matmul_add: addend is on device " +
                                                             std::to_string(addend.device_index()) + ", c on " +
                                                             std::to_string(c.device_index()));
-  if (addend.data() != c.data() && c.numel() > 0) {
-    // One span of memory each (same strides): the GEMM reads addend while it writes c, so they must not overlap.
-    index_t last = 0;
-    for (int d = 0; d < c.rank(); ++d) last += (c.extent(d) - 1) * c.strides()[d];
-    const auto span = static_cast<std::uintptr_t>(last + 1) * sizeof(T);
-    const auto pa = reinterpret_cast<std::uintptr_t>(addend.data()), pc = reinterpret_cast<std::uintptr_t>(c.data());
-    LOOM_CHECK(pa + span <= pc || pc + span <= pa, "matmul_add: addend overlaps c without being c");
-  }
+  // The GEMM reads addend while it writes c: either the same elements or none in common.
+  const bool apart =
+      !detail::bytes_overlap(addend.data(), detail::strided_bytes(addend), c.data(), detail::strided_bytes(c));
+  LOOM_CHECK(addend.data() == c.data() || apart, "matmul_add: addend overlaps c without being c");
   opts.beta = 1.0;
   opts.addend = addend.data();
-  if (opts.epilogue == gemm_epilogue::none) {
-    LOOM_CHECK(bias.numel() == 0, "matmul_add: a bias was given but the epilogue is none");
-    matmul(a, b, c, opts);
-  } else {
-    matmul(a, b, c, opts, bias);
-  }
+  // Without a bias epilogue, matmul's pointer overload refuses a bias that was given.
+  if (opts.epilogue == gemm_epilogue::none) matmul(a, b, c, opts, bias.numel() ? bias.data() : nullptr);
+  else matmul(a, b, c, opts, bias);
 }
 
 /// Returns op(a) * op(b) (+ bias epilogue) in a new contiguous tensor (beta is ignored: there is no c to add).

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "fp8_scaling.hpp"
-#include "gemm.hpp"
+#include "gemm.hpp"  // defines: matmul, detail::bytes_overlap, detail::strided_bytes
 
 namespace loom {
 
@@ -47,7 +47,8 @@ bool matmul_fp8(const tensor<Q, D>& x, const fp8_scale<D>& x_scale, const tensor
   const bool adds = addend.numel() > 0;
   if (adds) {
     LOOM_CHECK(!fp8<Out> && addend.extents() == y.extents() && addend.strides() == y.strides() &&
-                   addend.data() != y.data(),
+                   !detail::bytes_overlap(addend.data(), detail::strided_bytes(addend), y.data(),
+                                          detail::strided_bytes(y)),
                "matmul_fp8: addend " + addend.extents().str() + " must be a 16-bit or fp32 tensor apart from y with "
                "y's shape and strides; got " + shapes());
   }

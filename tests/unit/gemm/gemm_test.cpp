@@ -228,7 +228,7 @@ double run_case(const gemm_case& gc, std::uint32_t seed) {
 
   const auto da_base = to_device(ha_base), db_base = to_device(hb_base), dc_base = to_device(hc_in);
   const auto dbias = to_device(hbias);
-  const auto dadd_base = to_device(hc_base);
+  const auto dadd_base = gc.addend ? to_device(hc_base) : tensor<T, device>{};
   if (gc.addend)
     loom::matmul_add(view_of(da_base, ac, gc.la), view_of(db_base, bc, gc.lb), view_of(dadd_base, gc.n, gc.lc),
                      view_of(dc_base, gc.n, gc.lc), o, with_bias ? dbias : tensor<T, device>{});

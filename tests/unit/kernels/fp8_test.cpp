@@ -268,4 +268,9 @@ TEMPLATE_LIST_TEST_CASE("matmul_fp8: the product of the dequantized operands, bi
   CHECK_THROWS_WITH(matmul_fp8(test::on<device>(x), sx, test::on<device>(w), sw, y, gemm_epilogue::bias,
                                test::on<device>(bias), no_scale, y),
                     Catch::Contains("apart from y"));
+  // Two views of one buffer a row apart: the GEMM would read rows it has already written.
+  const tensor<Out, device> rows({N + 1, O});
+  CHECK_THROWS_WITH(matmul_fp8(test::on<device>(x), sx, test::on<device>(w), sw, rows.slice(0, 0, N),
+                               gemm_epilogue::bias, test::on<device>(bias), no_scale, rows.slice(0, 1, N + 1)),
+                    Catch::Contains("apart from y"));
 }

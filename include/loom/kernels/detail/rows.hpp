@@ -9,6 +9,7 @@
 
 #include "../../autograd/derivative.hpp"
 #include "../../tensor/tensor.hpp"
+#include "overlap.hpp"  // defines: bytes_overlap
 
 namespace loom {
 
@@ -140,11 +141,6 @@ void check_same_device(const char* op, int first, const Ts&... ts) {
     const bool ok = ((!given(ts) || ts.device_index() == first) && ...);
     LOOM_CHECK(ok, std::string(op) + ": tensors are on different CUDA devices");
   }
-}
-
-inline bool bytes_overlap(const void* a, std::size_t na, const void* b, std::size_t nb) {
-  const auto pa = reinterpret_cast<std::uintptr_t>(a), pb = reinterpret_cast<std::uintptr_t>(b);
-  return na != 0 && nb != 0 && pa < pb + nb && pb < pa + na;
 }
 
 /// Checks that the memory of x and y (as spans of numel elements; empty tensors never overlap) is disjoint.
