@@ -15,6 +15,10 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
 
 #include "../core/cuda_check.hpp"
 #include "../core/cuda_dependent_launch.cuh"
@@ -23,7 +27,7 @@
 #include "detail/grid_barrier.cuh"  // defines: grid_barrier
 #include "detail/rows.cuh"          // defines: sm_count, load_vec, round_to
 #include "gemm_short.cuh"           // defines: short_gemm::tile_product, load_w_prologue, finish
-#include "layer_norm.cuh"           // defines: ln_forward_warp_row, ln_out
+#include "layer_norm.hpp"           // defines (layer_norm.cuh): ln_forward_warp_row, ln_out
 #include "encoder_forward.hpp"
 
 namespace loom::detail {
@@ -90,29 +94,68 @@ LOOM_DEVICE LOOM_FORCEINLINE void for_each_pair(const float (&acc)[2][4][4], int
     }
 }
 
-// A finished unit's accumulators plus bias (and GELU) rounded to T into y [m, ldy].
+// A finished tile's values plus bias (and GELU) rounded to T.
 enum class activation { none, gelu, gelu_tanh };
+template <class T>
+LOOM_DEVICE LOOM_FORCEINLINE std::uint32_t finish2(float v0, float v1, const T* bias, int c, activation act) {
+  const float b0 = widen(bias[c]), b1 = widen(bias[c + 1]);
+  if (act == activation::none) return pack2<T>(v0 + b0, v1 + b1);
+  if (act == activation::gelu_tanh)
+    return pack2<T>(short_gemm::finish<gemm_epilogue::bias_gelu_tanh>(v0, b0),
+                    short_gemm::finish<gemm_epilogue::bias_gelu_tanh>(v1, b1));
+  return pack2<T>(short_gemm::finish<gemm_epilogue::bias_gelu>(v0, b0), short_gemm::finish<gemm_epilogue::bias_gelu>(v1, b1));
+}
+
+// Into y [m, n] rounded to T. With k split, each unit stores its fp32 partial tile and the last of a tile's k
+// ranges to finish (a counter per tile) sums them in split order, so the result does not depend on which was last.
 template <class T>
 struct store_rounded {
   T* y;
-  int ldy;
+  int n;
   const T* bias;
   int m;
   activation act;
-  LOOM_DEVICE LOOM_FORCEINLINE void operator()(const float (&acc)[2][4][4], int n0, int m0, int) const {
+  int splits;
+  float* partial;           // [splits][m][n]
+  unsigned* tile_counter;   // per tile, zero before the stage; the last unit sets it back to zero
+  LOOM_DEVICE LOOM_FORCEINLINE void operator()(const float (&acc)[2][4][4], int n0, int m0, int split) const {
+    if (splits == 1) {
+      for_each_pair(acc, n0, m0, [&](int r, int c, float v0, float v1) {
+        if (r < m) *reinterpret_cast<std::uint32_t*>(y + static_cast<index_t>(r) * n + c) = finish2<T>(v0, v1, bias, c, act);
+      });
+      return;
+    }
+    const index_t plane = static_cast<index_t>(m) * n;
     for_each_pair(acc, n0, m0, [&](int r, int c, float v0, float v1) {
-      if (r >= m) return;
-      const float b0 = widen(bias[c]), b1 = widen(bias[c + 1]);
-      std::uint32_t packed;
-      if (act == activation::none) packed = pack2<T>(v0 + b0, v1 + b1);
-      else if (act == activation::gelu_tanh)
-        packed = pack2<T>(short_gemm::finish<gemm_epilogue::bias_gelu_tanh>(v0, b0),
-                          short_gemm::finish<gemm_epilogue::bias_gelu_tanh>(v1, b1));
-      else
-        packed = pack2<T>(short_gemm::finish<gemm_epilogue::bias_gelu>(v0, b0),
-                          short_gemm::finish<gemm_epilogue::bias_gelu>(v1, b1));
-      *reinterpret_cast<std::uint32_t*>(y + static_cast<index_t>(r) * ldy + c) = packed;
+      if (r < m) __stcg(reinterpret_cast<float2*>(partial + split * plane + static_cast<index_t>(r) * n + c), make_float2(v0, v1));
     });
+    __shared__ unsigned last;
+    __threadfence();  // this unit's partial before its count
+    __syncthreads();
+    const int tile = (m0 / short_gemm::tile) * (n / short_gemm::tile) + n0 / short_gemm::tile;
+    if (threadIdx.x == 0) last = atomicAdd(tile_counter + tile, 1u) == static_cast<unsigned>(splits - 1);
+    __syncthreads();
+    if (!last) return;
+    __threadfence();  // the other units' partials after their counts
+    constexpr int per_row = short_gemm::tile / 4;  // float4s
+    for (int e = threadIdx.x; e < short_gemm::tile * per_row; e += short_gemm::threads) {
+      const int r = m0 + e / per_row, c = n0 + (e % per_row) * 4;
+      if (r >= m) continue;
+      const float* src = partial + static_cast<index_t>(r) * n + c;
+      float4 v[fused_encoder_max_tile_splits];
+#pragma unroll
+      for (int s = 0; s < fused_encoder_max_tile_splits; ++s)
+        if (s < splits) v[s] = __ldcg(reinterpret_cast<const float4*>(src + s * plane));
+      float4 sum = v[0];
+#pragma unroll
+      for (int s = 1; s < fused_encoder_max_tile_splits; ++s)
+        if (s < splits) sum.x += v[s].x, sum.y += v[s].y, sum.z += v[s].z, sum.w += v[s].w;
+      uint2 out;
+      out.x = finish2<T>(sum.x, sum.y, bias, c, act);
+      out.y = finish2<T>(sum.z, sum.w, bias, c + 2, act);
+      *reinterpret_cast<uint2*>(y + static_cast<index_t>(r) * n + c) = out;
+    }
+    if (threadIdx.x == 0) tile_counter[tile] = 0;  // read again only after a grid barrier
   }
 };
 
@@ -123,8 +166,8 @@ struct store_partial {
   int n, m;
   LOOM_DEVICE LOOM_FORCEINLINE void operator()(const float (&acc)[2][4][4], int n0, int m0, int split) const {
     for_each_pair(acc, n0, m0, [&](int r, int c, float v0, float v1) {
-      if (r < m) *reinterpret_cast<float2*>(partial + split * plane + static_cast<index_t>(r) * n + c) =
-          make_float2(v0, v1);
+      if (r < m) __stcg(reinterpret_cast<float2*>(partial + split * plane + static_cast<index_t>(r) * n + c),
+                        make_float2(v0, v1));
     });
   }
 };
@@ -147,13 +190,26 @@ struct split_sum_source {
   __device__ LOOM_FORCEINLINE ctx prepare(index_t r, hint) const { return r; }
   __device__ LOOM_FORCEINLINE void load(ctx r, index_t c, stat_t<T> (&v)[vec_width<T>]) const {
     static_assert(vec_width<T> == 8, "16-bit rows: 8 values per 16-byte pack");
-    float s[8] = {};
+    // Four splits' loads issued before their adds (a loop of dependent round trips to L2 cost ~8 us per stage;
+    // all eight at once spill at the two-blocks-per-SM register cap). Added in split order.
     const float* p = partial + r * n + c;
-    for (int k = 0; k < splits; ++k) {
-      const float4 lo = __ldcg(reinterpret_cast<const float4*>(p + k * plane));
-      const float4 hi = __ldcg(reinterpret_cast<const float4*>(p + k * plane + 4));
-      s[0] += lo.x, s[1] += lo.y, s[2] += lo.z, s[3] += lo.w;
-      s[4] += hi.x, s[5] += hi.y, s[6] += hi.z, s[7] += hi.w;
+    float s[8] = {};
+#pragma unroll
+    for (int k0 = 0; k0 < fused_encoder_max_splits; k0 += 4) {
+      if (k0 >= splits) break;
+      float4 lo[4], hi[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        if (k0 + k < splits) {
+          lo[k] = __ldcg(reinterpret_cast<const float4*>(p + (k0 + k) * plane));
+          hi[k] = __ldcg(reinterpret_cast<const float4*>(p + (k0 + k) * plane + 4));
+        }
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        if (k0 + k < splits) {
+          s[0] += lo[k].x, s[1] += lo[k].y, s[2] += lo[k].z, s[3] += lo[k].w;
+          s[4] += hi[k].x, s[5] += hi[k].y, s[6] += hi[k].z, s[7] += hi[k].w;
+        }
     }
     const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(residual + r * n + c));
     const T* res = reinterpret_cast<const T*>(&raw);
@@ -204,8 +260,8 @@ __global__ void __launch_bounds__(fused_encoder::threads, 2)
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* const smem = reinterpret_cast<T*>(smem_raw);
   const int M = p.tokens, H = p.hidden, I = p.inter_size;
-  const gemm_shape qkv_shape{M, 3 * H, H, 1}, out_shape{M, H, H, p.out_splits}, inter_shape{M, I, H, 1},
-      ffn_shape{M, H, I, p.ffn_splits};
+  const gemm_shape qkv_shape{M, 3 * H, H, p.qkv_splits}, out_shape{M, H, H, p.out_splits},
+      inter_shape{M, I, H, p.inter_splits}, ffn_shape{M, H, I, p.ffn_splits};
   const attention_problem& ap = p.attention;
   const int q_tiles = (ap.seq + 16 * warps - 1) / (16 * warps), attention_units = q_tiles * ap.heads * ap.batch;
   T* const qkv = static_cast<T*>(p.qkv);
@@ -224,6 +280,12 @@ __global__ void __launch_bounds__(fused_encoder::threads, 2)
   };
   wait_for_previous_kernel();  // the embeddings (x) are written
   unsigned barriers = 0;
+  const bool record = p.timeline != nullptr && blockIdx.x == 0 && threadIdx.x == 0;
+  if (record) p.timeline[0] = clock64();
+  const auto barrier = [&] {
+    grid_barrier(p.counter, ++barriers);
+    if (record) p.timeline[barriers] = clock64();
+  };
   prefetch_layer(0);
   bool preloaded = preload_first_w(smem, weight(0, 0), qkv_shape);
   for (int l = 0; l < p.layer_count; ++l) {
@@ -231,8 +293,8 @@ __global__ void __launch_bounds__(fused_encoder::threads, 2)
     T* const y = static_cast<T*>(p.out[l & 1]);
     if (l + 1 < p.layer_count) prefetch_layer(l + 1);
 
-    gemm_stage(smem, x, weight(l, 0), qkv_shape, preloaded, store_rounded<T>{qkv, 3 * H, bias(l, 0), M, activation::none});
-    grid_barrier(p.counter, ++barriers);
+    gemm_stage(smem, x, weight(l, 0), qkv_shape, preloaded, store_rounded<T>{qkv, 3 * H, bias(l, 0), M, activation::none, p.qkv_splits, p.partial, p.tile_counter});
+    barrier();
 
     for (int u = blockIdx.x; u < attention_units; u += gridDim.x) {
       attn::attention_forward_tile<T, D, false, warps>(ap, u % q_tiles, (u / q_tiles) % ap.heads,
@@ -241,22 +303,23 @@ __global__ void __launch_bounds__(fused_encoder::threads, 2)
       __syncthreads();  // the next tile reuses the shared memory
     }
     preloaded = preload_first_w(smem, weight(l, 1), out_shape);
-    grid_barrier(p.counter, ++barriers);
+    barrier();
 
     gemm_stage(smem, ctx, weight(l, 1), out_shape, preloaded, store_partial{p.partial, plane, H, M});
-    grid_barrier(p.counter, ++barriers);
+    barrier();
 
     norm_stage(split_sum_source<T>{p.partial, plane, p.out_splits, H, x, bias(l, 1)}, h1, p.layers[l].gamma[0],
                p.layers[l].beta[0], p.layers[l].eps[0], M, H);
     preloaded = preload_first_w(smem, weight(l, 2), inter_shape);
-    grid_barrier(p.counter, ++barriers);
+    barrier();
 
-    gemm_stage(smem, h1, weight(l, 2), inter_shape, preloaded, store_rounded<T>{inter, I, bias(l, 2), M, p.tanh_gelu ? activation::gelu_tanh : activation::gelu});
+    gemm_stage(smem, h1, weight(l, 2), inter_shape, preloaded, store_rounded<T>{inter, I, bias(l, 2), M, p.tanh_gelu ? activation::gelu_tanh : activation::gelu,
+                                     p.inter_splits, p.partial, p.tile_counter});
     preloaded = preload_first_w(smem, weight(l, 3), ffn_shape);
-    grid_barrier(p.counter, ++barriers);
+    barrier();
 
     gemm_stage(smem, inter, weight(l, 3), ffn_shape, preloaded, store_partial{p.partial, plane, H, M});
-    grid_barrier(p.counter, ++barriers);
+    barrier();
 
     const bool last = l + 1 == p.layer_count;
     if (last) allow_next_kernel();  // the head may load its weights while the last LayerNorm runs
@@ -264,24 +327,42 @@ __global__ void __launch_bounds__(fused_encoder::threads, 2)
                p.layers[l].beta[1], p.layers[l].eps[1], M, H);
     if (!last) {
       preloaded = preload_first_w(smem, weight(l + 1, 0), qkv_shape);
-      grid_barrier(p.counter, ++barriers);
+      barrier();
     }
   }
   cp_async_wait_all();
+  if (record) p.timeline[barriers + 1] = clock64();
   grid_barrier_leave(p.counter, barriers);
 }
 
 }  // namespace LOOM_KERNEL_NS
 
 namespace fused_encoder {
-// The most k ranges (up to 16, dividing k / 64, each at least two steps of 64) that keep one unit per block.
-inline int splits_for(index_t m, index_t n, index_t k, index_t blocks) {
+// The most k ranges (up to `most`, dividing k / 64, each at least two steps of 64) that keep one unit per block.
+inline int splits_for(index_t m, index_t n, index_t k, index_t blocks, int most) {
   const index_t tiles = (n / short_gemm::tile) * ((m + short_gemm::tile - 1) / short_gemm::tile);
   const index_t steps = k / short_gemm::tile;
   int splits = 1;
-  for (int s = 2; s <= fused_encoder_max_splits; ++s)
+  for (int s = 2; s <= most; ++s)
     if (steps % s == 0 && steps / s >= 2 && tiles * s <= blocks) splits = s;
   return splits;
+}
+
+// Microseconds of each stage, the mean over layers, from block 0's clock (LOOM_FUSED_ENCODER_TIMELINE).
+inline void print_timeline(const unsigned long long* clocks, const fused_encoder_problem& p, int device) {
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(current_stream()));
+  const int stamps = 7 * p.layer_count + 1;
+  std::vector<unsigned long long> t(static_cast<std::size_t>(stamps));
+  LOOM_CUDA_CHECK(cudaMemcpy(t.data(), clocks, 8 * t.size(), cudaMemcpyDeviceToHost));
+  int khz = 0;
+  LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device));
+  const char* names[7] = {"qkv", "attention", "out", "ln1", "inter", "ffn", "ln2"};
+  double stage[7] = {};
+  for (int i = 1; i < stamps; ++i) stage[(i - 1) % 7] += static_cast<double>(t[i] - t[i - 1]) * 1e3 / khz / p.layer_count;
+  std::fprintf(stderr, "fused encoder, %d tokens, splits %d/%d/%d/%d, us per layer (block 0):", p.tokens, p.qkv_splits,
+               p.out_splits, p.inter_splits, p.ffn_splits);
+  for (int k = 0; k < 7; ++k) std::fprintf(stderr, " %s %.2f", names[k], stage[k]);
+  std::fprintf(stderr, "; all layers %.1f\n", static_cast<double>(t[stamps - 1] - t[0]) * 1e3 / khz);
 }
 
 template <class T, int D>
@@ -305,9 +386,27 @@ void launch(fused_encoder_problem p) {
                                         std::to_string(device));
     configured |= std::uint64_t(1) << device;
   }
-  const index_t blocks = static_cast<index_t>(per_sm[device]) * sm_count();
-  p.out_splits = splits_for(p.tokens, p.hidden, p.hidden, blocks);
-  p.ffn_splits = splits_for(p.tokens, p.hidden, p.inter_size, blocks);
+  // LOOM_FUSED_BLOCKS_PER_SM=1: one block per SM (half the barrier's arrivals, half the blocks for the stages).
+  static const int cap = static_cast<int>(env_rows("LOOM_FUSED_BLOCKS_PER_SM", 64, 64));
+  const index_t blocks = static_cast<index_t>(std::max(1, std::min(per_sm[device], cap))) * sm_count();
+  // LOOM_FUSED_TILE_SPLIT=0: the QKV and FFN-in stages keep all of k per unit (for comparing the two).
+  static const bool tile_split = [] {
+    const char* v = std::getenv("LOOM_FUSED_TILE_SPLIT");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  const int tile_most = tile_split ? fused_encoder_max_tile_splits : 1;
+  p.qkv_splits = splits_for(p.tokens, 3 * p.hidden, p.hidden, blocks, tile_most);
+  p.out_splits = splits_for(p.tokens, p.hidden, p.hidden, blocks, fused_encoder_max_splits);
+  p.inter_splits = splits_for(p.tokens, p.inter_size, p.hidden, blocks, tile_most);
+  p.ffn_splits = splits_for(p.tokens, p.hidden, p.inter_size, blocks, fused_encoder_max_splits);
+  // LOOM_FUSED_ENCODER_TIMELINE=1 (outside graph capture): block 0's clock after every barrier, printed per stage.
+  static const bool timeline = std::getenv("LOOM_FUSED_ENCODER_TIMELINE") != nullptr;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  LOOM_CUDA_CHECK(cudaStreamIsCapturing(current_stream(), &capturing));
+  static unsigned long long* clocks = nullptr;
+  const bool record = timeline && capturing == cudaStreamCaptureStatusNone;
+  if (record && clocks == nullptr) LOOM_CUDA_CHECK(cudaMalloc(&clocks, 8 * 7 * (fused_encoder_max_layers + 1)));
+  p.timeline = record ? clocks : nullptr;
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeCooperative;
   attribute.val.cooperative = 1;
@@ -319,6 +418,7 @@ void launch(fused_encoder_problem p) {
   config.attrs = &attribute;
   config.numAttrs = 1;
   LOOM_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, p));
+  if (record) print_timeline(clocks, p, device);
 }
 }  // namespace fused_encoder
 

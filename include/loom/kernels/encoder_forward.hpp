@@ -51,12 +51,17 @@ struct fused_encoder_buffers {
 namespace detail {
 inline constexpr int fused_encoder_max_layers = 24;
 inline constexpr index_t fused_encoder_max_hidden = 1024;  // LayerNorm rows held in registers: 4 packs per lane
-inline constexpr int fused_encoder_max_splits = 16;        // k split of the two output projections
-inline constexpr std::size_t fused_encoder_counter_bytes = 256;
+// k ranges of a GEMM stage at most: the output projections' partials are summed by the LayerNorm after them, the
+// QKV and FFN-in projections' by the last block to finish a tile (counted per tile).
+inline constexpr int fused_encoder_max_splits = 8;
+inline constexpr int fused_encoder_max_tile_splits = 4;
+inline constexpr index_t fused_encoder_partial_rows = 16;  // the partials' room: 16 x hidden floats per token
+inline constexpr int fused_encoder_tile_counters = 1024;   // QKV / FFN-in tiles of a pass at most
+inline constexpr std::size_t fused_encoder_counter_bytes = 256 + 4 * fused_encoder_tile_counters;
 /// The most token rows the fused pass takes by default; LOOM_FUSED_ENCODER=N sets it (0: never). Read once.
 inline constexpr std::int64_t fused_encoder_default_rows = 128;
 inline std::int64_t fused_encoder_max_rows() {
-  static const std::int64_t rows = env_rows("LOOM_FUSED_ENCODER", fused_encoder_default_rows, 4096);
+  static const std::int64_t rows = env_rows("LOOM_FUSED_ENCODER", fused_encoder_default_rows, 512);
   return rows;
 }
 
@@ -78,10 +83,12 @@ struct fused_encoder_problem {
   void* ctx = nullptr;
   void* h1 = nullptr;
   void* inter = nullptr;
-  float* partial = nullptr;     // [splits][N][H] fp32 sums of the output projections' k ranges
+  float* partial = nullptr;     // [splits][N][n] fp32 sums of a GEMM stage's k ranges
   unsigned* counter = nullptr;  // the grid barrier's
+  unsigned* tile_counter = nullptr;  // per tile of a QKV / FFN-in stage: its k ranges done (zero between stages)
+  unsigned long long* timeline = nullptr;  // LOOM_FUSED_ENCODER_TIMELINE: block 0's clock after each barrier
   int layer_count = 0, tokens = 0, hidden = 0, inter_size = 0;
-  int out_splits = 1, ffn_splits = 1;  // k ranges of the attention output and FFN output projections
+  int qkv_splits = 1, out_splits = 1, inter_splits = 1, ffn_splits = 1;  // k ranges of the four GEMM stages
   bool tanh_gelu = true;
 };
 
@@ -94,11 +101,11 @@ void cuda_fused_encoder_forward(fused_encoder_problem p, index_t head_dim);  // 
 /// Workspace bytes of fused_encoder_forward for up to `tokens` rows of `hidden` features.
 inline std::size_t fused_encoder_workspace_bytes(index_t tokens, index_t hidden) {
   return detail::fused_encoder_counter_bytes +
-         static_cast<std::size_t>(detail::fused_encoder_max_splits) * tokens * hidden * sizeof(float);
+         static_cast<std::size_t>(detail::fused_encoder_partial_rows) * tokens * hidden * sizeof(float);
 }
 
 /// Whether fused_encoder_forward takes this model and pass on Device: CUDA, 16-bit T, head_dim 32 or 64, hidden a
-/// multiple of 64 up to 1,024, the intermediate size a multiple of 64, at most 24 layers and
+/// multiple of 64 up to 1,024, the intermediate size a multiple of 64 up to 4 x hidden, at most 24 layers and
 /// detail::fused_encoder_max_rows() tokens.
 template <class T, device_tag D>
 bool fused_encoder_takes(index_t hidden, index_t heads, index_t inter, index_t layers, index_t tokens) {
@@ -108,7 +115,7 @@ bool fused_encoder_takes(index_t hidden, index_t heads, index_t inter, index_t l
   } else {
     const index_t head_dim = heads > 0 ? hidden / heads : 0;
     return heads > 0 && head_dim * heads == hidden && (head_dim == 32 || head_dim == 64) && hidden % 64 == 0 &&
-           hidden <= detail::fused_encoder_max_hidden && inter % 64 == 0 && inter > 0 && layers >= 1 &&
+           hidden <= detail::fused_encoder_max_hidden && inter % 64 == 0 && inter > 0 && inter <= 4 * hidden && layers >= 1 &&
            layers <= detail::fused_encoder_max_layers && tokens >= 1 && tokens <= detail::fused_encoder_max_rows();
   }
 }
@@ -190,15 +197,18 @@ const tensor<T, D>& fused_encoder_forward(const tensor<T, D>& x, const std::vect
   p.out[0] = buf.out[0].data(), p.out[1] = buf.out[1].data();
   p.qkv = buf.qkv.data(), p.ctx = buf.ctx.data(), p.h1 = buf.h1.data(), p.inter = buf.inter.data();
   p.counter = reinterpret_cast<unsigned*>(buf.workspace.data());
+  p.tile_counter = reinterpret_cast<unsigned*>(buf.workspace.data() + 256);
   p.partial = reinterpret_cast<float*>(buf.workspace.data() + detail::fused_encoder_counter_bytes);
   p.layer_count = static_cast<int>(layer_count);
   p.tokens = static_cast<int>(N), p.hidden = static_cast<int>(H), p.inter_size = static_cast<int>(I);
   p.tanh_gelu = tanh_gelu;
+  if constexpr (!std::is_same_v<D, host>) {  // (fused_encoder_takes refused the host above)
 #if LOOM_CUDA_COMPILER
-  detail::cuda_fused_encoder_forward<T>(p, head_dim);
+    detail::cuda_fused_encoder_forward<T>(p, head_dim);
 #else
-  static_assert(dependent_false<T>, "the fused encoder forward needs an nvcc-compiled translation unit");
+    static_assert(detail::dependent_false<T>, "the fused encoder forward needs an nvcc-compiled translation unit");
 #endif
+  }
   return buf.out[(layer_count - 1) % 2];
 }
 

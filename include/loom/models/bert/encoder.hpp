@@ -287,7 +287,9 @@ class encoder {
     group_.after_use(parallel::unit::embeddings());
     const token_layout<Device> tokens = b.layout();
     tensor_t x = embed_acts_.out;
-    if (fused(tokens, p)) return fused_forward(x, tokens);
+    if constexpr (!std::is_same_v<Device, host>) {
+      if (fused(tokens, p)) return fused_forward(x, tokens);
+    }
     for (int l = 0; l < layer_count(); ++l) {
       // Training keeps a set of activations per layer; inference and recomputation reuse one set.
       typename layer_type::activations& a = p.training && !recompute_ ? acts_[l] : acts_[0];
@@ -356,18 +358,13 @@ class encoder {
   // Inference on CUDA in 16 bits whose weights no kernel in flight writes, without adapters, fp8 layers or a tensor
   // group, over few enough tokens: every layer in one kernel.
   bool fused(const token_layout<Device>& tokens, const nn::pass& p) const {
-    if constexpr (std::is_same_v<Device, host>) {
-      (void)tokens, (void)p;
-      return false;
-    } else {
-      if (!fused_on_ || p.training || !p.weights_stable || lora_ || parallel::has_tensor_group(group_)) return false;
-      for (const auto& l : layers_)
-        if (l.attention().qkv().base().fp8() || l.attention().output().base().fp8() ||
-            l.ffn().intermediate().base().fp8() || l.ffn().output().base().fp8())
-          return false;
-      return fused_encoder_takes<T, Device>(cfg_.hidden_size, cfg_.num_attention_heads,
-                                            layers_.front().ffn().local_intermediate(), layer_count(), tokens.tokens);
-    }
+    if (!fused_on_ || p.training || !p.weights_stable || lora_ || parallel::has_tensor_group(group_)) return false;
+    for (const auto& l : layers_)
+      if (l.attention().qkv().base().fp8() || l.attention().output().base().fp8() ||
+          l.ffn().intermediate().base().fp8() || l.ffn().output().base().fp8())
+        return false;
+    return fused_encoder_takes<T, Device>(cfg_.hidden_size, cfg_.num_attention_heads,
+                                          layers_.front().ffn().local_intermediate(), layer_count(), tokens.tokens);
   }
   tensor_t fused_forward(const tensor_t& x, const token_layout<Device>& tokens) {
     std::vector<fused_encoder_layer<T, Device>> weights;
