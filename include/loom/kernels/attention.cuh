@@ -281,24 +281,19 @@ LOOM_DEVICE LOOM_FORCEINLINE std::uint32_t* saved_keep_bits(const attention_prob
 
 // ---- tensor-core kernels -------------------------------------------------------------------------------------------
 
-// The shared memory of one forward block: [buffer][K, V] tiles of 64 rows; Q (16 * Warps rows) first goes through
-// buffer 1, which holds them for both 4 and 8 warps.
-template <class T, int D>
-using forward_smem = T[2][2][tile_rows * (D + 8)];
-
-// Forward of query tile `qt` of head h of sequence b, by the whole block, in `s_kv` (attention_forward_mma_kernel's
-// body, and a stage of the fused encoder forward, encoder_forward.cuh, which runs one (tile, head, sequence) after
-// another in the same shared memory: it syncs before reusing s_kv). Warp w owns queries q0 + 16w .. +15 and keeps Q,
-// the running max m, sum l and output O in registers while K/V tiles of the real keys (positions < length) stream
-// through shared memory; tiles entirely in the padding are never read. Scores live only in registers (online
-// softmax, base 2). Warps (4 or 8) sets the query rows per block (16 each). Every variant does the same arithmetic
-// per warp, so all give the same bits (tests/gpu/attention_cuda_test.cu).
-template <class T, int D, bool Dropout, int Warps>
-LOOM_DEVICE LOOM_FORCEINLINE void attention_forward_tile(const attention_problem& p, int qt, int h, int b,
-                                                         forward_smem<T, D>& s_kv) {
+// Forward. Block (query tile, head, sequence); warp w owns queries q0 + 16w .. +15 and keeps Q, the running max m,
+// sum l and output O in registers while K/V tiles of the real keys (positions < length) stream through shared
+// memory; tiles entirely in the padding are never read. Scores live only in registers (online softmax, base 2).
+// Warps (4 or 8) sets the query rows per block (16 each); MinBlocks caps registers for that many blocks per SM.
+// Every variant does the same arithmetic per warp, so all give the same bits (tests/gpu/attention_cuda_test.cu).
+template <class T, int D, bool Dropout, int Warps, int MinBlocks>
+__global__ void __launch_bounds__(32 * Warps, MinBlocks) attention_forward_mma_kernel(const attention_problem p) {
   constexpr int Threads = 32 * Warps, BM = 16 * Warps, BN = tile_rows, LD = D + 8, KS = D / 16;
+  // [buffer][K, V]; Q (BM rows) first goes through buffer 1, which holds BM rows for both 4 and 8 warps.
+  __shared__ alignas(16) T s_kv[2][2][BN * LD];
   static_assert(BM <= 2 * BN);
-  const int q0 = qt * BM, S = p.seq, H = p.heads;
+  wait_for_previous_kernel();
+  const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * BM, S = p.seq, H = p.heads;
   const index_t stride = 3 * static_cast<index_t>(H) * D, hidden = static_cast<index_t>(H) * D;
   const auto [first, len, rows] = sequence_rows_of(p, b);
   if (q0 >= rows) return;  // padding-free: past this sequence's end
@@ -413,15 +408,6 @@ LOOM_DEVICE LOOM_FORCEINLINE void attention_forward_tile(const attention_problem
   static_assert(sizeof(s_kv) >= Warps * 16 * (D + 4) * sizeof(float));
   T* out = static_cast<T*>(p.ctx) + first * hidden + static_cast<index_t>(h) * D;
   store_rows<T, D>(o, 1.0f, scratch, out, hidden, q0 + warp * 16, rows, false, lane);
-}
-
-// Forward. Block (query tile, head, sequence): attention_forward_tile. MinBlocks caps registers for that many blocks
-// per SM.
-template <class T, int D, bool Dropout, int Warps, int MinBlocks>
-__global__ void __launch_bounds__(32 * Warps, MinBlocks) attention_forward_mma_kernel(const attention_problem p) {
-  __shared__ alignas(16) forward_smem<T, D> s_kv;
-  wait_for_previous_kernel();
-  attention_forward_tile<T, D, Dropout, Warps>(p, blockIdx.x, blockIdx.y, blockIdx.z, s_kv);
 }
 
 // Backward, dQ. Block (query tile, head, sequence); per K/V tile: S = Q K^T, P = exp(S - lse), dP = dO V^T,

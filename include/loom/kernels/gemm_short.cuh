@@ -61,70 +61,6 @@ LOOM_DEVICE LOOM_FORCEINLINE float finish(float v, float b) {
   else if constexpr (E == gemm_epilogue::bias_gelu) return op::gelu{}(v + b);
   else return op::gelu_tanh{}(v + b);
 }
-
-template <class T>
-LOOM_DEVICE LOOM_FORCEINLINE T* a_stage(T* smem, int s) { return smem + s * 2 * tile_elems; }
-template <class T>
-LOOM_DEVICE LOOM_FORCEINLINE T* b_stage(T* smem, int s) { return smem + s * 2 * tile_elems + tile_elems; }
-
-// The W tiles of the first stages (k_steps of 64 at wt, row stride ldw) on their way into `smem` (stages * 2 tiles),
-// uncommitted: tile_product's first commit group takes them. For a caller that may read W before it waits for
-// the data the product also reads (W is stable, x is not yet written).
-template <class T>
-LOOM_DEVICE LOOM_FORCEINLINE void load_w_prologue(T* smem, const T* wt, index_t ldw, int k_steps) {
-  const int prologue = ::min(stages - 1, k_steps);
-  for (int s = 0; s < prologue; ++s) load_tile(b_stage(smem, s), wt + s * tile, ldw, tile);
-}
-
-// acc += x-tile [rows (<= 64, the rest zeros), 64 * k_steps] at xt times W-tile [64, 64 * k_steps]^T at wt, by the
-// block's 4 warps in `smem` (stages of cp.async); warp (wm, wn) = (warp / 2, warp % 2) owns rows [32 wm, 32 wm + 32)
-// and columns [32 wn, 32 wn + 32) of the 64 x 64 tile: acc[i][j] is the m16n8 accumulator of rows 32 wm + 16 i and
-// columns 32 wn + 8 j. `w_loaded`: load_w_prologue already ran. Returns with cp.async groups still open (empty);
-// the caller waits and syncs before reusing smem.
-template <class T>
-LOOM_DEVICE LOOM_FORCEINLINE void tile_product(T* smem, const T* xt, index_t ldx, int rows, const T* wt, index_t ldw,
-                                               int k_steps, bool w_loaded, float (&acc)[2][4][4]) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int prologue = ::min(stages - 1, k_steps);
-  for (int s = 0; s < stages - 1; ++s) {
-    if (s < prologue) {
-      if (!w_loaded) load_tile(b_stage(smem, s), wt + s * tile, ldw, tile);
-      load_tile(a_stage(smem, s), xt + s * tile, ldx, rows);
-    }
-    cp_async_commit();
-  }
-  const int wm = warp >> 1, wn = warp & 1;
-  for (int step = 0; step < k_steps; ++step) {
-    cp_async_wait<stages - 2>();
-    __syncthreads();  // stage `step` landed for every thread; stage `step - 1` is free again
-    const int next = step + stages - 1;
-    if (next < k_steps) {
-      load_tile(a_stage(smem, next % stages), xt + next * tile, ldx, rows);
-      load_tile(b_stage(smem, next % stages), wt + next * tile, ldw, tile);
-    }
-    cp_async_commit();
-    const T* const as = a_stage(smem, step % stages);
-    const T* const bs = b_stage(smem, step % stages);
-#pragma unroll
-    for (int kk = 0; kk < tile / 16; ++kk) {
-      std::uint32_t a[2][4];
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-        ldmatrix_x4(a[i], as + swizzled(wm * 32 + i * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8));
-#pragma unroll
-      for (int p = 0; p < 2; ++p) {
-        std::uint32_t b[4];  // W rows are B's columns: ldmatrix without transpose gives B fragments
-        ldmatrix_x4(b, bs + swizzled(wn * 32 + p * 16 + (lane & 7) + ((lane >> 4) << 3),
-                                     kk * 16 + ((lane >> 3) & 1) * 8));
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          mma_16816<T>(acc[i][2 * p], a[i], b[0], b[1]);
-          mma_16816<T>(acc[i][2 * p + 1], a[i], b[2], b[3]);
-        }
-      }
-    }
-  }
-}
 }  // namespace short_gemm
 
 inline namespace LOOM_KERNEL_NS {
@@ -144,12 +80,55 @@ __global__ void __launch_bounds__(short_gemm::threads)
   const index_t k0 = static_cast<index_t>(blockIdx.z) * k_steps * tile;
   const T* const xt = x + static_cast<index_t>(m0) * ldx + k0;
   const T* const wt = w + static_cast<index_t>(n0) * ldw + k0;
+  const auto a_stage = [&](int s) { return smem + s * 2 * tile_elems; };
+  const auto b_stage = [&](int s) { return smem + s * 2 * tile_elems + tile_elems; };
+
   // The prologue's W tiles go before the wait when nothing in flight writes W; they join stage 0's commit group.
-  if (w_stable) load_w_prologue(smem, wt, ldw, k_steps);
+  const int prologue = ::min(stages - 1, k_steps);
+  if (w_stable)
+    for (int s = 0; s < prologue; ++s) load_tile(b_stage(s), wt + s * tile, ldw, tile);
   wait_for_previous_kernel();
+  for (int s = 0; s < stages - 1; ++s) {
+    if (s < prologue) {
+      if (!w_stable) load_tile(b_stage(s), wt + s * tile, ldw, tile);
+      load_tile(a_stage(s), xt + s * tile, ldx, rows);
+    }
+    cp_async_commit();
+  }
+
+  // Warp (wm, wn) owns rows [32 wm, 32 wm + 32) and columns [32 wn, 32 wn + 32) of the tile.
   const int wm = warp >> 1, wn = warp & 1;
   float acc[2][4][4] = {};
-  tile_product(smem, xt, ldx, rows, wt, ldw, k_steps, w_stable, acc);
+  for (int step = 0; step < k_steps; ++step) {
+    cp_async_wait<stages - 2>();
+    __syncthreads();  // stage `step` landed for every thread; stage `step - 1` is free again
+    const int next = step + stages - 1;
+    if (next < k_steps) {
+      load_tile(a_stage(next % stages), xt + next * tile, ldx, rows);
+      load_tile(b_stage(next % stages), wt + next * tile, ldw, tile);
+    }
+    cp_async_commit();
+    const T* const as = a_stage(step % stages);
+    const T* const bs = b_stage(step % stages);
+#pragma unroll
+    for (int kk = 0; kk < tile / 16; ++kk) {
+      std::uint32_t a[2][4];
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+        ldmatrix_x4(a[i], as + swizzled(wm * 32 + i * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8));
+#pragma unroll
+      for (int p = 0; p < 2; ++p) {
+        std::uint32_t b[4];  // W rows are B's columns: ldmatrix without transpose gives B fragments
+        ldmatrix_x4(b, bs + swizzled(wn * 32 + p * 16 + (lane & 7) + ((lane >> 4) << 3),
+                                     kk * 16 + ((lane >> 3) & 1) * 8));
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          mma_16816<T>(acc[i][2 * p], a[i], b[0], b[1]);
+          mma_16816<T>(acc[i][2 * p + 1], a[i], b[2], b[3]);
+        }
+      }
+    }
+  }
   cp_async_wait_all();
   __syncthreads();  // every warp is done with the stages: the partial tile overwrites them
   allow_next_kernel();

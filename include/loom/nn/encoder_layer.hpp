@@ -78,7 +78,6 @@ class encoder_layer {
   static std::string prefix(int i) { return "encoder.layer." + std::to_string(i) + "."; }
   int index() const { return index_; }
   attention_type& attention() { return attention_; }
-  const attention_type& attention() const { return attention_; }
   ffn_type& ffn() { return ffn_; }
   const ffn_type& ffn() const { return ffn_; }
   const norm_type& norm1() const { return norm1_; }

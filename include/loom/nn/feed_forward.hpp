@@ -38,7 +38,6 @@ class feed_forward {
         out_(group, {{prefix + "output.dense"}, intermediate, hidden, unit, parallel::split::row}, stream_layer, 9) {}
 
   projection& intermediate() { return inter_; }
-  const projection& intermediate() const { return inter_; }
   projection& output() { return out_; }
   const projection& output() const { return out_; }
   index_t local_intermediate() const { return inter_.base().local_out(); }

@@ -36,9 +36,6 @@ class residual_layer_norm {
 
   /// Whether training drops the sublayer's output (and so may save its mask).
   bool drops() const { return p_ > 0; }
-  const tensor_t& gamma() const { return gamma_; }
-  const tensor_t& beta() const { return beta_; }
-  float eps() const { return eps_; }
 
   void register_params(param_store<T, Device>& store, index_t hidden) const {
     store.add(module_ + ".weight", {hidden}, {unit_});

@@ -51,7 +51,6 @@ class self_attention {
   }
 
   projection& qkv() { return qkv_; }
-  const projection& qkv() const { return qkv_; }
   projection& output() { return out_; }
   const projection& output() const { return out_; }
   index_t local_hidden() const { return qkv_.base().local_out() / 3; }

@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "../../io/bert_config.hpp"
-#include "../../kernels/encoder_forward.hpp"
 #include "../../nn/embedding.hpp"
 #include "../../nn/encoder_layer.hpp"
 #include "../../nn/row_buffers.hpp"
@@ -144,9 +143,6 @@ class encoder {
   }
   bool recompute() const { return recompute_; }
   void set_exact_gelu(bool on) { exact_gelu_ = on; }
-  /// Whether an inference pass may run every layer in one kernel (kernels/encoder_forward.hpp) where it takes the
-  /// pass (on by default; the layers otherwise, also for comparing the two).
-  void set_fused_forward(bool on) { fused_on_ = on; }
 
   // ---- LoRA ---------------------------------------------------------------------------------------------------
   /// Registers adapters on the targets `on` of every layer (after every parameter registered so far).
@@ -287,9 +283,6 @@ class encoder {
     group_.after_use(parallel::unit::embeddings());
     const token_layout<Device> tokens = b.layout();
     tensor_t x = embed_acts_.out;
-    if constexpr (!std::is_same_v<Device, host>) {
-      if (fused(tokens, p)) return fused_forward(x, tokens);
-    }
     for (int l = 0; l < layer_count(); ++l) {
       // Training keeps a set of activations per layer; inference and recomputation reuse one set.
       typename layer_type::activations& a = p.training && !recompute_ ? acts_[l] : acts_[0];
@@ -355,46 +348,6 @@ class encoder {
                "bert::encoder: the pass places " + std::to_string(p.rows) + " rows at global row " +
                    std::to_string(p.first_row) + ", but the batch has " + std::to_string(b.rows()));
   }
-  // Inference on CUDA in 16 bits whose weights no kernel in flight writes, without adapters, fp8 layers or a tensor
-  // group, over few enough tokens: every layer in one kernel.
-  bool fused(const token_layout<Device>& tokens, const nn::pass& p) const {
-    if (!fused_on_ || p.training || !p.weights_stable || lora_ || parallel::has_tensor_group(group_)) return false;
-    for (const auto& l : layers_)
-      if (l.attention().qkv().base().fp8() || l.attention().output().base().fp8() ||
-          l.ffn().intermediate().base().fp8() || l.ffn().output().base().fp8())
-        return false;
-    return fused_encoder_takes<T, Device>(cfg_.hidden_size, cfg_.num_attention_heads,
-                                          layers_.front().ffn().local_intermediate(), layer_count(), tokens.tokens);
-  }
-  tensor_t fused_forward(const tensor_t& x, const token_layout<Device>& tokens) {
-    std::vector<fused_encoder_layer<T, Device>> weights;
-    weights.reserve(layers_.size());
-    for (auto& l : layers_) {
-      const auto& qkv = l.attention().qkv().base();
-      const auto& out = l.attention().output().base();
-      const auto& inter = l.ffn().intermediate().base();
-      const auto& ffn = l.ffn().output().base();
-      weights.push_back({qkv.weight(), qkv.bias(), out.weight(), out.bias(), l.norm1().gamma(), l.norm1().beta(),
-                         inter.weight(), inter.bias(), ffn.weight(), ffn.bias(), l.norm2().gamma(), l.norm2().beta(),
-                         l.norm1().eps(), l.norm2().eps()});
-    }
-    // Sized once for the most tokens the kernel takes, so that every captured graph keeps its workspace.
-    const std::size_t bytes = fused_encoder_workspace_bytes(
-        static_cast<index_t>(detail::fused_encoder_max_rows()), cfg_.hidden_size);
-    if (static_cast<std::size_t>(fused_workspace_.numel()) < bytes) {
-      fused_workspace_ = tensor<std::uint8_t, Device>({static_cast<index_t>(bytes)});
-      assign(fused_workspace_, 0);
-    }
-    typename layer_type::activations& a = acts_[0];
-    const fused_encoder_buffers<T, Device> buf{a.attention.qkv, a.attention.ctx, a.norm1.out, a.ffn.inter,
-                                               ping_, fused_workspace_};
-    for (int l = 0; l < layer_count(); ++l) begin(l, /*backward=*/false);
-    const tensor_t y = fused_encoder_forward(x, weights, tokens, cfg_.num_attention_heads, !exact_gelu_, buf);
-    for (int l = layer_count() - 1; l >= 0; --l) end(l);
-    scratch_layer_ = layer_count() - 1;
-    return y;
-  }
-
   // The hooks around layer l's use of its weights (its adapters' too).
   void begin(int l, bool backward) {
     if (backward) {
@@ -420,8 +373,7 @@ class encoder {
   parallel::ranges embed_ranges_;
   std::vector<parallel::ranges> layer_ranges_, adapter_ranges_;
 
-  bool recompute_ = false, exact_gelu_ = false, fused_on_ = true;
-  tensor<std::uint8_t, Device> fused_workspace_;  // fused_forward's barrier counter and split-K partials
+  bool recompute_ = false, exact_gelu_ = false;
   index_t rows_ = 0, seq_ = 0, tokens_ = 0;
   bool trained_ = false;
   std::vector<bool> kept_;  // per layer: h1 kept, inter kept (see prepare)
