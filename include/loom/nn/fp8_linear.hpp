@@ -53,8 +53,6 @@ class fp8_linear {
   void update_scale() const { update_fp8_scale<fp8_e4m3>(x_scale_, recipe_); }
   const fp8_scale<Device>& input_scale() const { return x_scale_; }
   const fp8_scale<Device>& weight_scale() const { return w_scale_; }
-  /// The weight in E4M3, as the GEMMs read it.
-  const tensor<fp8_e4m3, Device>& quantized_weight() const { return w8_; }
 
   /// y = epilogue(x W^T + addend + b), x: [N, in] with contiguous rows, y: [N, out]; `addend` as linear::forward's
   /// (empty: none). `weight` and `bias` are the layer's own (used while observing, and the bias always).

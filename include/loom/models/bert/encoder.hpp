@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "../../io/bert_config.hpp"
-#include "../../kernels/l2_prefetch.hpp"
 #include "../../nn/embedding.hpp"
 #include "../../nn/encoder_layer.hpp"
 #include "../../nn/row_buffers.hpp"
@@ -279,10 +278,6 @@ class encoder {
   /// the unsplit batch's rows (nn::pass::stream).
   tensor_t forward(const batch<Device>& b, const nn::pass& p) {
     check_rows(b, p);
-    // A short inference pass over weights that stay put fetches each layer's weights into L2 while the layer
-    // before it (the embeddings, for layer 0) runs.
-    const bool prefetch = !p.training && p.weights_stable && b.tokens() <= detail::l2_prefetch_max_rows();
-    if (prefetch) prefetch_.fork(weights_of(0));
     group_.before_forward(parallel::unit::embeddings());
     embed_.forward(b.input_ids, b.token_type_ids, b.position_ids, embed_acts_, p);
     group_.after_use(parallel::unit::embeddings());
@@ -297,12 +292,10 @@ class encoder {
       if (!p.training) a.norm2.out = ping_[l % 2];
       else if (recompute_) a.norm2.out = layer_out_[l];
       begin(l, /*backward=*/false);
-      if (prefetch && l + 1 < layer_count()) prefetch_.fork(weights_of(l + 1));
       layers_[l].forward(a, tokens, scratch_.lora, p, exact_gelu_);
       end(l);
       x = a.out();
     }
-    prefetch_.join();
     scratch_layer_ = layer_count() - 1;
     return x;
   }
@@ -355,17 +348,6 @@ class encoder {
                "bert::encoder: the pass places " + std::to_string(p.rows) + " rows at global row " +
                    std::to_string(p.first_row) + ", but the batch has " + std::to_string(b.rows()));
   }
-  // The weights layer l's GEMMs read in inference: each projection's weight (fp8: its quantized copy) and bias.
-  l2_prefetch_list weights_of(int l) {
-    l2_prefetch_list w;
-    for (auto* proj : layers_[l].projections()) {
-      const auto& base = proj->base();
-      if (base.fp8()) w.add(base.fp8()->quantized_weight());
-      else w.add(base.weight());
-      w.add(base.bias());
-    }
-    return w;
-  }
   // The hooks around layer l's use of its weights (its adapters' too).
   void begin(int l, bool backward) {
     if (backward) {
@@ -391,7 +373,6 @@ class encoder {
   parallel::ranges embed_ranges_;
   std::vector<parallel::ranges> layer_ranges_, adapter_ranges_;
 
-  l2_prefetch_branch<Device> prefetch_;
   bool recompute_ = false, exact_gelu_ = false;
   index_t rows_ = 0, seq_ = 0, tokens_ = 0;
   bool trained_ = false;
